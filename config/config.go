@@ -1,0 +1,242 @@
+// Package config locates fleetHome and the registry directory, reads
+// <fleetHome>/config.json and resolves the run switches with the precedence
+// flag > environment > config.json > default (docs/configuration.md).
+package config
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"unicode/utf8"
+)
+
+// Environment variables read by this package.
+const (
+	EnvHome          = "AGENTS_FLEET_HOME"
+	EnvRegistryDir   = "AGENTS_FLEET_REGISTRY_DIR"
+	EnvControlSocket = "AGENTS_FLEET_CONTROL_SOCKET"
+	EnvHubAttach     = "AGENTS_FLEET_TELEGRAM_HUB_ATTACH"
+	EnvWorkers       = "AGENTS_FLEET_WORKERS"
+	EnvName          = "AGENTS_FLEET_NAME"
+)
+
+const (
+	// FileName is the name of the config file inside fleetHome.
+	FileName = "config.json"
+	// MaxFileSize is the largest config.json Load accepts.
+	MaxFileSize = 1 << 20
+
+	DefaultWorkers = 4
+	MinWorkers     = 1
+	MaxWorkers     = 256
+	// MaxNameLen is the longest fleet name accepted, in bytes.
+	MaxNameLen = 128
+)
+
+// Home returns fleetHome: $AGENTS_FLEET_HOME if set (made absolute), else ~/.fleet.
+func Home() (string, error) {
+	if h := os.Getenv(EnvHome); h != "" {
+		abs, err := filepath.Abs(h)
+		if err != nil {
+			return "", fmt.Errorf("%s=%q: %w", EnvHome, h, err)
+		}
+		return abs, nil
+	}
+	u, err := os.UserHomeDir()
+	if err != nil {
+		return "", fmt.Errorf("locate fleet home (set %s): %w", EnvHome, err)
+	}
+	return filepath.Join(u, ".fleet"), nil
+}
+
+// RegistryDir returns $AGENTS_FLEET_REGISTRY_DIR if set (made absolute), else <home>/sockets.
+func RegistryDir(home string) string {
+	if d := os.Getenv(EnvRegistryDir); d != "" {
+		if abs, err := filepath.Abs(d); err == nil {
+			return abs
+		}
+		// Abs only fails when the working directory is gone; a cleaned
+		// relative path is the best that can be done then.
+		return filepath.Clean(d)
+	}
+	return filepath.Join(home, "sockets")
+}
+
+// Path returns the path of the config file in home.
+func Path(home string) string { return filepath.Join(home, FileName) }
+
+// File is the parsed <fleetHome>/config.json. Every field is optional; pointer fields are nil when absent.
+// Unknown keys are ignored so that an older binary reads a newer file.
+type File struct {
+	ControlSocket *bool        `json:"controlSocket,omitempty"`
+	TelegramHub   *TelegramHub `json:"telegramHub,omitempty"`
+	Workers       *int         `json:"workers,omitempty"`
+	Name          string       `json:"name,omitempty"`
+}
+
+// TelegramHub is the "telegramHub" object of config.json.
+type TelegramHub struct {
+	Attach *bool `json:"attach,omitempty"`
+}
+
+// Load reads <home>/config.json. A missing file is not an error (zero File).
+// A malformed file is an error naming the file and the problem: a JSON syntax
+// error with its line and column, a wrong type with the field path, an out of
+// range value. Files over MaxFileSize are refused. Unknown keys are ignored.
+func Load(home string) (File, error) {
+	path := Path(home)
+	fi, err := os.Stat(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return File{}, nil
+	}
+	if err != nil {
+		return File{}, fmt.Errorf("read config: %w", err)
+	}
+	// Refuse FIFOs and devices before opening: a FIFO would block the open.
+	if !fi.Mode().IsRegular() {
+		return File{}, fmt.Errorf("%s: not a regular file", path)
+	}
+	if fi.Size() > MaxFileSize {
+		return File{}, fmt.Errorf("%s: file is %d bytes; the limit is %d bytes (1 MiB)", path, fi.Size(), MaxFileSize)
+	}
+	fh, err := os.Open(path)
+	if err != nil {
+		return File{}, fmt.Errorf("read config: %w", err)
+	}
+	defer fh.Close()
+	data, err := io.ReadAll(io.LimitReader(fh, MaxFileSize+1))
+	if err != nil {
+		return File{}, fmt.Errorf("read config %s: %w", path, err)
+	}
+	if len(data) > MaxFileSize { // grew after the Stat
+		return File{}, fmt.Errorf("%s: file is over the limit of %d bytes (1 MiB)", path, MaxFileSize)
+	}
+	return parse(path, data)
+}
+
+// parse decodes data, the contents of the config file at path.
+func parse(path string, data []byte) (File, error) {
+	data = bytes.TrimPrefix(data, []byte("\xef\xbb\xbf")) // editors on Windows add a BOM
+	if len(bytes.TrimSpace(data)) == 0 {
+		return File{}, fmt.Errorf("%s: file is empty; write {} for an empty configuration", path)
+	}
+	var f File
+	if err := json.Unmarshal(data, &f); err != nil {
+		return File{}, fmt.Errorf("%s: %s", path, describeJSONError(data, err))
+	}
+	if err := f.validate(); err != nil {
+		return File{}, fmt.Errorf("%s: %w", path, err)
+	}
+	return f, nil
+}
+
+// validate checks the values that JSON types alone do not bound.
+func (f File) validate() error {
+	if f.Workers != nil {
+		if err := checkWorkers(*f.Workers); err != nil {
+			return fmt.Errorf("field \"workers\" %w", err)
+		}
+	}
+	if err := checkName(f.Name); err != nil {
+		return fmt.Errorf("field \"name\" %w", err)
+	}
+	return nil
+}
+
+// checkWorkers bounds the worker count.
+func checkWorkers(n int) error {
+	if n < MinWorkers || n > MaxWorkers {
+		return fmt.Errorf("must be between %d and %d, got %d", MinWorkers, MaxWorkers, n)
+	}
+	return nil
+}
+
+// checkName rejects names that would garble a listing or an approval prompt.
+// registry.Validate applies the same rule to descriptors.
+func checkName(name string) error {
+	if len(name) > MaxNameLen {
+		return fmt.Errorf("must be at most %d bytes, got %d", MaxNameLen, len(name))
+	}
+	if !utf8.ValidString(name) {
+		return errors.New("must be valid UTF-8")
+	}
+	for _, r := range name {
+		if r < 0x20 || r == 0x7f || (r >= 0x80 && r < 0xa0) {
+			return fmt.Errorf("must not contain control characters, got %q", name)
+		}
+	}
+	return nil
+}
+
+// describeJSONError turns an encoding/json error into a message for the
+// operator: line and column for syntax errors, the field path and the
+// expected and actual kinds for type errors.
+func describeJSONError(data []byte, err error) string {
+	var se *json.SyntaxError
+	var te *json.UnmarshalTypeError
+	switch {
+	case errors.As(err, &se):
+		// Offset counts the bytes read including the offending one.
+		at := int(se.Offset) - 1
+		if strings.HasPrefix(se.Error(), "unexpected end") || at < 0 {
+			at = len(data)
+		}
+		line, col := position(data, at)
+		return fmt.Sprintf("invalid JSON at line %d, column %d: %s", line, col, se)
+	case errors.As(err, &te):
+		if te.Field == "" {
+			return fmt.Sprintf("must be a JSON object, got %s", jsonKind(te.Value))
+		}
+		return fmt.Sprintf("field %q must be %s, got %s", te.Field, goKind(te), jsonKind(te.Value))
+	default:
+		return err.Error()
+	}
+}
+
+// position returns the 1-based line and column (in characters) of byte offset at in data.
+func position(data []byte, at int) (line, col int) {
+	at = min(at, len(data))
+	before := data[:at]
+	line = 1 + bytes.Count(before, []byte{'\n'})
+	start := bytes.LastIndexByte(before, '\n') + 1
+	return line, utf8.RuneCount(before[start:]) + 1
+}
+
+// goKind names the JSON kind expected for the destination of a type error.
+func goKind(te *json.UnmarshalTypeError) string {
+	t := te.Type
+	for t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	switch t.Kind() {
+	case reflect.Bool:
+		return "a boolean"
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
+		reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
+		return "an integer"
+	case reflect.Float32, reflect.Float64:
+		return "a number"
+	case reflect.String:
+		return "a string"
+	case reflect.Struct, reflect.Map:
+		return "an object"
+	case reflect.Slice, reflect.Array:
+		return "an array"
+	}
+	return t.String()
+}
+
+// jsonKind renders the Value of an UnmarshalTypeError ("bool", "number 1.5", ...).
+func jsonKind(v string) string {
+	if v == "bool" {
+		return "boolean"
+	}
+	return v
+}

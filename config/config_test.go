@@ -1,0 +1,194 @@
+package config
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+func TestHome(t *testing.T) {
+	t.Run("env absolute", func(t *testing.T) {
+		t.Setenv(EnvHome, "/srv/fleet")
+		got, err := Home()
+		if err != nil || got != "/srv/fleet" {
+			t.Fatalf("Home() = %q, %v", got, err)
+		}
+	})
+	t.Run("env relative is made absolute", func(t *testing.T) {
+		t.Setenv(EnvHome, "rel/fleet")
+		wd, _ := os.Getwd()
+		got, err := Home()
+		if err != nil || got != filepath.Join(wd, "rel/fleet") {
+			t.Fatalf("Home() = %q, %v", got, err)
+		}
+	})
+	t.Run("default", func(t *testing.T) {
+		t.Setenv(EnvHome, "")
+		t.Setenv("HOME", "/home/op")
+		got, err := Home()
+		if err != nil || got != "/home/op/.fleet" {
+			t.Fatalf("Home() = %q, %v", got, err)
+		}
+	})
+}
+
+func TestRegistryDir(t *testing.T) {
+	t.Setenv(EnvRegistryDir, "")
+	if got := RegistryDir("/h"); got != "/h/sockets" {
+		t.Errorf("default RegistryDir = %q", got)
+	}
+	t.Setenv(EnvRegistryDir, "/var/reg")
+	if got := RegistryDir("/h"); got != "/var/reg" {
+		t.Errorf("env RegistryDir = %q", got)
+	}
+	t.Setenv(EnvRegistryDir, "reg")
+	wd, _ := os.Getwd()
+	if got := RegistryDir("/h"); got != filepath.Join(wd, "reg") {
+		t.Errorf("relative env RegistryDir = %q", got)
+	}
+}
+
+func TestLoadMissing(t *testing.T) {
+	f, err := Load(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if f != (File{}) {
+		t.Errorf("missing file: got %+v, want zero File", f)
+	}
+	// A missing fleetHome is the same as a missing file.
+	if _, err := Load(filepath.Join(t.TempDir(), "nope")); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestLoadValid(t *testing.T) {
+	home := t.TempDir()
+	write(t, home, "\xef\xbb\xbf"+`{
+  "controlSocket": true,
+  "telegramHub": {"attach": false, "futureKey": 1},
+  "workers": 8,
+  "name": "alpha",
+  "someFutureSetting": {"nested": [1, 2]}
+}`)
+	f, err := Load(home)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if f.ControlSocket == nil || !*f.ControlSocket || f.TelegramHub == nil || f.TelegramHub.Attach == nil ||
+		*f.TelegramHub.Attach || f.Workers == nil || *f.Workers != 8 || f.Name != "alpha" {
+		t.Errorf("Load = %+v", f)
+	}
+
+	write(t, home, `{}`)
+	if f, err := Load(home); err != nil || f != (File{}) {
+		t.Errorf("Load({}) = %+v, %v", f, err)
+	}
+	write(t, home, `{"controlSocket": null, "telegramHub": null}`)
+	if f, err := Load(home); err != nil || f != (File{}) {
+		t.Errorf("Load(nulls) = %+v, %v", f, err)
+	}
+}
+
+func TestLoadMalformed(t *testing.T) {
+	tests := []struct {
+		name    string
+		content string
+		want    string // substring of the error after "<path>: "
+	}{
+		{"syntax trailing comma", "{\n  \"workers\": 3,\n}", "invalid JSON at line 3, column 1: invalid character '}'"},
+		{"syntax missing colon", "{\n  \"workers\" 3\n}", "invalid JSON at line 2, column 13:"},
+		{"syntax column counts characters", "{\"name\": \"é\" x}", "invalid JSON at line 1, column 14:"},
+		{"truncated", "{\n  \"workers\": 3", "invalid JSON at line 2, column 15: unexpected end of JSON input"},
+		{"trailing garbage", "{} {}", "invalid JSON at line 1, column 4"},
+		{"empty", "  \n", "file is empty"},
+		{"not an object", "[1]", "must be a JSON object, got array"},
+		{"hub attach string", `{"telegramHub": {"attach": "yes"}}`, `field "telegramHub.attach" must be a boolean, got string`},
+		{"hub not an object", `{"telegramHub": true}`, `field "telegramHub" must be an object, got boolean`},
+		{"control socket number", `{"controlSocket": 1}`, `field "controlSocket" must be a boolean, got number`},
+		{"workers string", `{"workers": "4"}`, `field "workers" must be an integer, got string`},
+		{"workers fraction", `{"workers": 1.5}`, `field "workers" must be an integer, got number 1.5`},
+		{"workers zero", `{"workers": 0}`, `field "workers" must be between 1 and 256, got 0`},
+		{"workers too many", `{"workers": 257}`, `field "workers" must be between 1 and 256, got 257`},
+		{"name number", `{"name": 5}`, `field "name" must be a string, got number`},
+		{"name control char", `{"name": "a\nb"}`, `field "name" must not contain control characters`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			home := t.TempDir()
+			path := write(t, home, tt.content)
+			_, err := Load(home)
+			if err == nil {
+				t.Fatalf("Load accepted %q", tt.content)
+			}
+			if !strings.HasPrefix(err.Error(), path+": ") || !strings.Contains(err.Error(), tt.want) {
+				t.Errorf("Load error = %q\nwant prefix %q and substring %q", err, path+": ", tt.want)
+			}
+		})
+	}
+}
+
+func TestLoadTooLarge(t *testing.T) {
+	home := t.TempDir()
+	path := write(t, home, `{"name":"x"}`+strings.Repeat(" ", MaxFileSize))
+	_, err := Load(home)
+	if err == nil || !strings.Contains(err.Error(), path) || !strings.Contains(err.Error(), "limit is 1048576 bytes") {
+		t.Fatalf("Load(huge) error = %v", err)
+	}
+	// Exactly at the limit is fine.
+	write(t, home, `{"name":"x"}`+strings.Repeat(" ", MaxFileSize-12))
+	if _, err := Load(home); err != nil {
+		t.Fatalf("Load(at limit) = %v", err)
+	}
+}
+
+func TestLoadUnreadable(t *testing.T) {
+	t.Run("directory", func(t *testing.T) {
+		home := t.TempDir()
+		if err := os.Mkdir(Path(home), 0o700); err != nil {
+			t.Fatal(err)
+		}
+		_, err := Load(home)
+		if err == nil || !strings.Contains(err.Error(), Path(home)) || !strings.Contains(err.Error(), "not a regular file") {
+			t.Fatalf("Load(dir) error = %v", err)
+		}
+	})
+	t.Run("permission denied", func(t *testing.T) {
+		if os.Getuid() == 0 {
+			t.Skip("root reads any file")
+		}
+		home := t.TempDir()
+		path := write(t, home, `{}`)
+		if err := os.Chmod(path, 0); err != nil {
+			t.Fatal(err)
+		}
+		_, err := Load(home)
+		if err == nil || !strings.Contains(err.Error(), path) || !strings.Contains(err.Error(), "permission denied") {
+			t.Fatalf("Load(0000) error = %v", err)
+		}
+	})
+	t.Run("symlink to file is followed", func(t *testing.T) {
+		home := t.TempDir()
+		target := filepath.Join(t.TempDir(), "real.json")
+		if err := os.WriteFile(target, []byte(`{"workers": 2}`), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Symlink(target, Path(home)); err != nil {
+			t.Fatal(err)
+		}
+		f, err := Load(home)
+		if err != nil || f.Workers == nil || *f.Workers != 2 {
+			t.Fatalf("Load(symlink) = %+v, %v", f, err)
+		}
+	})
+}
+
+func write(t *testing.T, home, content string) string {
+	t.Helper()
+	path := Path(home)
+	if err := os.WriteFile(path, []byte(content), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
