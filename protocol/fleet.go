@@ -1,0 +1,170 @@
+package protocol
+
+// This file holds the dashboard snapshots: fleetState and fleetAnalytics.
+// Types with required arrays implement MarshalJSON only to write a nil slice
+// as [] (never null); decoding needs nothing special.
+
+// Worker status values used by the local provider (DESIGN §6). Status fields
+// are open strings: consumers must accept others.
+const (
+	WorkerRunning   = "running"
+	WorkerIdle      = "idle"
+	WorkerCompleted = "completed"
+	WorkerFailed    = "failed"
+)
+
+// FleetState is the rich live fleet snapshot for dashboards.
+type FleetState struct {
+	Ts                 int64                    `json:"ts"`
+	Coordinator        FleetCoordinatorState    `json:"coordinator"`
+	Workers            []FleetWorkerSummary     `json:"workers"`
+	WorkerActive       int64                    `json:"workerActive"`
+	WorkerTotal        int64                    `json:"workerTotal"`
+	Tasks              FleetTaskSummary         `json:"tasks"`
+	Session            *FleetSessionInfo        `json:"session,omitempty"`
+	Tokens             *FleetTokenState         `json:"tokens,omitempty"`
+	WorkerStatusCounts *FleetWorkerStatusCounts `json:"workerStatusCounts,omitempty"`
+	// WorkerMax is the configured concurrency cap.
+	WorkerMax *int64             `json:"workerMax,omitempty"`
+	Loops     []FleetLoopSummary `json:"loops,omitempty"`
+}
+
+// MessageType returns TypeFleetState.
+func (FleetState) MessageType() string { return TypeFleetState }
+
+// MarshalJSON encodes a nil Workers as [].
+func (m FleetState) MarshalJSON() ([]byte, error) {
+	type plain FleetState
+	p := plain(m)
+	p.Workers = nonNil(p.Workers)
+	return marshalPlain(p)
+}
+
+// FleetCoordinatorState is the coordinator part of FleetState.
+type FleetCoordinatorState struct {
+	SessionID      string `json:"sessionId,omitempty"`
+	IsProcessing   bool   `json:"isProcessing"`
+	PlanMode       bool   `json:"planMode"`
+	DispatchPaused bool   `json:"dispatchPaused"`
+	// StaleMs is the time since the last SDK activity, only while processing
+	// with the watchdog active.
+	StaleMs *int64 `json:"staleMs,omitempty"`
+}
+
+// FleetWorkerSummary is one worker of FleetState, with optional analytics
+// enrichment.
+type FleetWorkerSummary struct {
+	ID             string   `json:"id"`
+	Name           string   `json:"name"`
+	Status         string   `json:"status"`
+	ToolUseCount   int64    `json:"toolUseCount"`
+	TokenCount     int64    `json:"tokenCount"`
+	AgentType      string   `json:"agentType,omitempty"`
+	TaskID         string   `json:"taskId,omitempty"`
+	StartedAt      int64    `json:"startedAt,omitempty"`
+	LastActivityAt int64    `json:"lastActivityAt,omitempty"`
+	WorktreePath   string   `json:"worktreePath,omitempty"`
+	TopTools       []string `json:"topTools,omitempty"`
+	RecentActivity string   `json:"recentActivity,omitempty"`
+	InputTokens    *int64   `json:"inputTokens,omitempty"`
+	OutputTokens   *int64   `json:"outputTokens,omitempty"`
+	CompletedAt    int64    `json:"completedAt,omitempty"`
+	DurationMs     *int64   `json:"durationMs,omitempty"`
+}
+
+// FleetTokenState is token and context-window data; every field is optional.
+type FleetTokenState struct {
+	ContextTokens    *int64   `json:"contextTokens,omitempty"`
+	ContextLimit     *int64   `json:"contextLimit,omitempty"`
+	ContextPercent   *float64 `json:"contextPercent,omitempty"`
+	MessagesLength   *int64   `json:"messagesLength,omitempty"`
+	InputTokens      *int64   `json:"inputTokens,omitempty"`
+	OutputTokens     *int64   `json:"outputTokens,omitempty"`
+	TotalTokens      *int64   `json:"totalTokens,omitempty"`
+	CacheReadTokens  *int64   `json:"cacheReadTokens,omitempty"`
+	CacheWriteTokens *int64   `json:"cacheWriteTokens,omitempty"`
+}
+
+// FleetTaskSummary is task counts plus sampled items.
+type FleetTaskSummary struct {
+	Done    int64           `json:"done"`
+	Running int64           `json:"running"`
+	Pending int64           `json:"pending"`
+	Blocked int64           `json:"blocked"`
+	Total   int64           `json:"total"`
+	Items   []FleetTaskItem `json:"items,omitempty"`
+}
+
+// FleetTaskItem is one sampled task.
+type FleetTaskItem struct {
+	ID      string `json:"id"`
+	Subject string `json:"subject"`
+	Status  string `json:"status"`
+	Owner   string `json:"owner,omitempty"`
+}
+
+// FleetSessionInfo is session telemetry.
+type FleetSessionInfo struct {
+	Model       string `json:"model,omitempty"`
+	Provider    string `json:"provider,omitempty"`
+	SessionName string `json:"sessionName,omitempty"`
+	// Uptime is in milliseconds.
+	Uptime *int64 `json:"uptime,omitempty"`
+}
+
+// FleetWorkerStatusCounts is the worker rollup; all four counts are required
+// within the object.
+type FleetWorkerStatusCounts struct {
+	Running   int64 `json:"running"`
+	Idle      int64 `json:"idle"`
+	Completed int64 `json:"completed"`
+	Failed    int64 `json:"failed"`
+}
+
+// FleetLoopSummary is one active goal-driven loop.
+type FleetLoopSummary struct {
+	ID        string `json:"id"`
+	Goal      string `json:"goal"`
+	Iteration int64  `json:"iteration"`
+	// Max is the iteration cap; 0 means the loop has none.
+	Max    int64  `json:"max"`
+	Status string `json:"status"`
+}
+
+// FleetAnalytics is the periodic analytics snapshot.
+type FleetAnalytics struct {
+	Ts             int64                 `json:"ts"`
+	ToolUsage      []ToolUsageEntry      `json:"toolUsage"`
+	WorkerTimeline []WorkerTimelineEntry `json:"workerTimeline"`
+}
+
+// MessageType returns TypeFleetAnalytics.
+func (FleetAnalytics) MessageType() string { return TypeFleetAnalytics }
+
+// MarshalJSON encodes nil required arrays as [].
+func (m FleetAnalytics) MarshalJSON() ([]byte, error) {
+	type plain FleetAnalytics
+	p := plain(m)
+	p.ToolUsage = nonNil(p.ToolUsage)
+	p.WorkerTimeline = nonNil(p.WorkerTimeline)
+	return marshalPlain(p)
+}
+
+// ToolUsageEntry is aggregated usage of one tool.
+type ToolUsageEntry struct {
+	ToolName   string `json:"toolName"`
+	Count      int64  `json:"count"`
+	LastUsedAt int64  `json:"lastUsedAt,omitempty"`
+}
+
+// WorkerTimelineEntry is one worker on the Gantt-style timeline.
+type WorkerTimelineEntry struct {
+	ID           string `json:"id"`
+	Name         string `json:"name"`
+	AgentType    string `json:"agentType"`
+	StartedAt    int64  `json:"startedAt"`
+	Status       string `json:"status"`
+	ToolUseCount int64  `json:"toolUseCount"`
+	TokenCount   int64  `json:"tokenCount"`
+	CompletedAt  int64  `json:"completedAt,omitempty"`
+}
