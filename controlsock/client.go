@@ -1,0 +1,437 @@
+package controlsock
+
+import (
+	"context"
+	"crypto/sha256"
+	"crypto/subtle"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"sync"
+	"time"
+	"unicode/utf8"
+
+	"github.com/agents-fleet/fleet/protocol"
+)
+
+var (
+	errShuttingDown   = errors.New("the fleet is shutting down")
+	errTooManyClients = errors.New("too many clients attached")
+)
+
+// closeReason says why a connection ended; it is logged and counted.
+type closeReason string
+
+const (
+	reasonClientGone   closeReason = "client disconnected"
+	reasonHelloTimeout closeReason = "no hello in time"
+	reasonAuth         closeReason = "authentication failed"
+	reasonBadHello     closeReason = "bad hello"
+	reasonTooLarge     closeReason = "frame over the size cap"
+	reasonSlowQueue    closeReason = "slow consumer: outbound queue over its byte bound"
+	reasonSlowDeadline closeReason = "slow consumer: write deadline exceeded"
+	reasonShutdown     closeReason = "server shutdown"
+	reasonRefused      closeReason = "refused at attach"
+	reasonReadError    closeReason = "read error"
+)
+
+// handshakeWriteTimeout bounds the one error frame written to a client that
+// is being turned away or evicted: it must not hold anything up.
+const handshakeWriteTimeout = 500 * time.Millisecond
+
+// client is one attached connection: a reader (the serve goroutine) and a
+// writer goroutine that drains a bounded queue of shared, pre-encoded frames.
+type client struct {
+	srv     *Server
+	conn    net.Conn
+	id      uint64
+	surface Surface
+	log     func(msg string, args ...any)
+
+	// Set during the handshake, read-only after attach.
+	name, kind string
+
+	ctx    context.Context // cancelled when the connection ends
+	cancel context.CancelFunc
+
+	inflight   chan struct{}  // semaphore for concurrent native requests
+	wg         sync.WaitGroup // native request goroutines
+	writerDone chan struct{}
+
+	// mu guards the outbound queue and the close state. Never held during I/O.
+	mu      sync.Mutex
+	queue   [][]byte // frames waiting for the writer; shared, never modified
+	queued  int      // bytes in queue
+	closing bool     // no more frames are accepted
+	flush   bool     // when closing: write what is queued first
+	reason  closeReason
+	wake    chan struct{} // cap 1: queue became non-empty or closing set
+}
+
+func newClient(s *Server, conn net.Conn, id uint64, surface Surface) *client {
+	ctx, cancel := context.WithCancel(context.Background())
+	c := &client{
+		srv:      s,
+		conn:     conn,
+		id:       id,
+		surface:  surface,
+		ctx:      ctx,
+		cancel:   cancel,
+		inflight: make(chan struct{}, s.cfg.MaxInflight),
+		wake:     make(chan struct{}, 1),
+
+		writerDone: make(chan struct{}),
+	}
+	c.log = func(msg string, args ...any) {
+		s.log.Info(msg, append([]any{"client", c.id, "name", c.name, "kind", c.kind}, args...)...)
+	}
+	return c
+}
+
+// serve runs the connection: handshake, attach, then the read loop. The
+// writer goroutine starts after attach and is waited for before returning.
+func (c *client) serve() {
+	defer c.cancel()
+	defer c.conn.Close()
+	r := protocol.NewReader(c.conn, protocol.MaxFrameSize)
+	if reason, err := c.handshake(r); err != nil {
+		if reason == reasonAuth || reason == reasonHelloTimeout || reason == reasonBadHello {
+			c.srv.authFail.Add(1)
+		}
+		c.rejectNow(err.Error())
+		c.srv.log.Info("connection refused", "client", c.id, "reason", reason, "err", err)
+		return
+	}
+	if err := c.srv.attach(c); err != nil {
+		c.rejectNow(err.Error())
+		c.srv.log.Info("connection refused", "client", c.id, "reason", reasonRefused, "err", err)
+		return
+	}
+	c.log("client attached")
+	go func() {
+		defer close(c.writerDone)
+		c.writeLoop()
+	}()
+	reason := c.readLoop(r)
+	c.srv.detach(c)
+	c.closeWith(reason, false) // no-op when a flushing close is under way
+	<-c.writerDone             // bounded by the write deadline
+	c.cancel()                 // stop native requests in flight
+	c.wg.Wait()
+	c.mu.Lock()
+	reason = c.reason
+	c.mu.Unlock()
+	c.log("client detached", "reason", reason)
+}
+
+// handshake reads and checks the hello frame.
+func (c *client) handshake(r *protocol.Reader) (closeReason, error) {
+	if want := *c.srv.cfg.AllowUID; want >= 0 && c.surface == SurfaceSocket {
+		uid, ok, err := peerUID(c.conn)
+		if err != nil {
+			return reasonAuth, fmt.Errorf("cannot read peer credentials: %w", err)
+		}
+		if ok && uid != want {
+			return reasonAuth, errors.New("permission denied: connection from another user")
+		}
+	}
+	c.conn.SetReadDeadline(time.Now().Add(c.srv.cfg.HelloTimeout))
+	frame, err := r.ReadFrame()
+	if err != nil {
+		var ne net.Error
+		switch {
+		case errors.As(err, &ne) && ne.Timeout():
+			return reasonHelloTimeout, fmt.Errorf("no hello within %s", c.srv.cfg.HelloTimeout)
+		case errors.Is(err, protocol.ErrFrameTooLarge):
+			c.srv.tooLarge.Add(1)
+			return reasonTooLarge, fmt.Errorf("frame exceeds %d bytes", protocol.MaxFrameSize)
+		default:
+			return reasonReadError, fmt.Errorf("read hello: %w", err)
+		}
+	}
+	c.conn.SetReadDeadline(time.Time{})
+	m, err := protocol.Decode(frame)
+	if err != nil {
+		return reasonBadHello, fmt.Errorf("expected hello: %s", safeErr(err))
+	}
+	h, ok := m.(*protocol.Hello)
+	if !ok {
+		return reasonBadHello, fmt.Errorf("expected hello as the first frame, got %q", m.MessageType())
+	}
+	// Hash both sides so the comparison is constant-time in the length too.
+	got, want := sha256.Sum256([]byte(h.Token)), sha256.Sum256([]byte(c.srv.cfg.Token))
+	if subtle.ConstantTimeCompare(got[:], want[:]) != 1 {
+		return reasonAuth, errors.New("authentication failed: bad token")
+	}
+	switch h.ClientKind {
+	case protocol.ClientREPL, protocol.ClientBot, protocol.ClientOther:
+	default:
+		return reasonBadHello, fmt.Errorf("hello: clientKind must be repl, bot or other, got %q", truncate(string(h.ClientKind), 64))
+	}
+	if h.ProtocolVersion != nil && *h.ProtocolVersion > protocol.Version {
+		return reasonBadHello, fmt.Errorf("protocol version %d is not supported: this fleet speaks protocol version %d", *h.ProtocolVersion, protocol.Version)
+	}
+	c.kind = string(h.ClientKind)
+	c.name = truncate(h.ClientName, 128)
+	return "", nil
+}
+
+// rejectNow writes one error frame with a short deadline and gives up. Used
+// before the writer goroutine exists.
+func (c *client) rejectNow(msg string) {
+	frame, err := protocol.Encode(&protocol.Error{Message: msg})
+	if err != nil {
+		return
+	}
+	c.conn.SetWriteDeadline(time.Now().Add(handshakeWriteTimeout))
+	c.conn.Write(frame)
+}
+
+// readLoop reads frames until the connection ends and returns why.
+func (c *client) readLoop(r *protocol.Reader) closeReason {
+	for {
+		frame, err := r.ReadFrame()
+		if err != nil {
+			switch {
+			case errors.Is(err, protocol.ErrFrameTooLarge):
+				c.srv.tooLarge.Add(1)
+				// The stream cannot be resynchronised: say so and close.
+				c.sendError(fmt.Sprintf("frame exceeds %d bytes; closing the connection", protocol.MaxFrameSize))
+				c.closeWith(reasonTooLarge, true)
+				return reasonTooLarge
+			case errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF):
+				// The client may only have closed its write side (a script
+				// piping frames into socat or nc): it still gets what was
+				// queued for it, then the connection closes.
+				c.closeWith(reasonClientGone, true)
+				return reasonClientGone
+			case errors.Is(err, net.ErrClosed):
+				return reasonClientGone
+			default:
+				return reasonReadError
+			}
+		}
+		c.handle(frame)
+	}
+}
+
+// handle dispatches one frame received after the handshake.
+func (c *client) handle(frame []byte) {
+	typ, err := protocol.PeekType(frame)
+	if err != nil {
+		c.sendError(safeErr(err))
+		return
+	}
+	if typ == protocol.TypeNativeRoot {
+		c.handleNative(frame)
+		return
+	}
+	m, err := protocol.Decode(frame)
+	if err != nil {
+		c.sendError(safeErr(err))
+		return
+	}
+	b := c.srv.cfg.Backend
+	switch m := m.(type) {
+	case *protocol.Ping:
+		c.enqueue(pongFrame)
+	case *protocol.Hello:
+		c.sendError("already authenticated: hello is only valid as the first frame")
+	case *protocol.Prompt:
+		c.handlePrompt(m, frame)
+	case *protocol.ConfirmResponse:
+		if err := b.AnswerConfirm(m.ID, m.Approve, c.surface.resolveReason()); err != nil {
+			c.sendError(err.Error())
+		}
+	case *protocol.AskResponse:
+		if err := b.AnswerAsk(m.ID, m.Text, c.surface.resolveReason()); err != nil {
+			c.sendError(err.Error())
+		}
+	case *protocol.Unknown:
+		// Additive protocol: unknown types are ignored.
+	default:
+		// A known server→client type sent by a client: not a request.
+		c.sendError(fmt.Sprintf("%s is a server message and cannot be sent by a client", typ))
+	}
+}
+
+func (c *client) handlePrompt(m *protocol.Prompt, frame []byte) {
+	if m.RequestID == "" && hasKey(frame, "requestId") || len(m.RequestID) > 256 {
+		c.sendError("prompt: requestId must be 1 to 256 characters")
+		return
+	}
+	if m.Text == "" {
+		c.sendError("prompt: text must not be empty")
+		return
+	}
+	source := c.name
+	if source == "" {
+		source = c.kind
+	}
+	c.srv.Broadcast(&protocol.UserMessage{Source: source, Text: m.Text, RequestID: m.RequestID})
+	c.srv.cfg.Backend.Prompt(source, m.Text)
+}
+
+// hasKey reports whether a top-level key is present in a JSON object frame.
+// Used only on the rare paths where absent and empty must be told apart.
+func hasKey(frame []byte, key string) bool {
+	var obj map[string]json.RawMessage
+	if json.Unmarshal(frame, &obj) != nil {
+		return false
+	}
+	_, ok := obj[key]
+	return ok
+}
+
+var pongFrame = mustEncode(&protocol.Pong{})
+
+func (c *client) sendError(msg string) {
+	frame, err := protocol.Encode(&protocol.Error{Message: msg})
+	if err != nil {
+		return
+	}
+	c.enqueue(frame)
+}
+
+// enqueue queues a frame for the writer. It never blocks and never does I/O.
+// A queue over its byte bound evicts the client (slow consumer).
+func (c *client) enqueue(frame []byte) {
+	c.mu.Lock()
+	if c.closing {
+		c.mu.Unlock()
+		return
+	}
+	if c.queued+len(frame) > c.srv.cfg.MaxQueueBytes {
+		queued := c.queued
+		c.evictLocked(reasonSlowQueue)
+		c.mu.Unlock()
+		c.srv.slowQueue.Add(1)
+		c.srv.log.Warn("slow consumer evicted", "client", c.id, "name", c.name, "kind", c.kind,
+			"reason", reasonSlowQueue, "queuedBytes", queued, "limit", c.srv.cfg.MaxQueueBytes)
+		return
+	}
+	wasEmpty := len(c.queue) == 0
+	c.queue = append(c.queue, frame)
+	c.queued += len(frame)
+	c.mu.Unlock()
+	if wasEmpty {
+		c.signal()
+	}
+}
+
+// evictLocked drops the queue and leaves one final error frame to be written
+// with a short deadline. c.mu must be held.
+func (c *client) evictLocked(reason closeReason) {
+	clear(c.queue)
+	c.queue = c.queue[:0]
+	c.queued = 0
+	if frame, err := protocol.Encode(&protocol.Error{Message: string(reason) + "; disconnected"}); err == nil {
+		c.queue = append(c.queue, frame)
+		c.queued = len(frame)
+	}
+	c.closing, c.flush, c.reason = true, true, reason
+	c.signal()
+}
+
+func (c *client) signal() {
+	select {
+	case c.wake <- struct{}{}:
+	default:
+	}
+}
+
+// closeWith stops the client from accepting frames. With flush, the writer
+// writes what is queued before closing; without, it closes at once.
+func (c *client) closeWith(reason closeReason, flush bool) {
+	c.mu.Lock()
+	if !c.closing {
+		c.closing, c.flush, c.reason = true, flush, reason
+	}
+	closeNow := !c.flush
+	c.mu.Unlock()
+	c.signal()
+	if closeNow {
+		c.conn.Close()
+	}
+}
+
+// closeAfterFlush is used at shutdown: clients get what was already queued
+// (for example the confirmResolved "cancelled" frames) before the close.
+func (c *client) closeAfterFlush() {
+	c.closeWith(reasonShutdown, true)
+}
+
+// writeLoop is the only writer on the connection. It swaps the queue out
+// under the lock and writes the batch with one writev outside it.
+func (c *client) writeLoop() {
+	defer c.conn.Close() // unblocks the reader when the writer gives up
+	var batch [][]byte
+	for {
+		c.mu.Lock()
+		for len(c.queue) == 0 && !c.closing {
+			c.mu.Unlock()
+			select {
+			case <-c.wake:
+			case <-c.ctx.Done():
+				return
+			}
+			c.mu.Lock()
+		}
+		batch, c.queue = c.queue, batch[:0]
+		c.queued = 0
+		closing, flush, reason := c.closing, c.flush, c.reason
+		c.mu.Unlock()
+
+		if closing && !flush {
+			return
+		}
+		if len(batch) > 0 {
+			timeout := c.srv.cfg.WriteTimeout
+			if closing && reason != reasonShutdown {
+				timeout = handshakeWriteTimeout
+			}
+			c.conn.SetWriteDeadline(time.Now().Add(timeout))
+			bufs := net.Buffers(batch) // WriteTo consumes bufs, not batch
+			n, err := bufs.WriteTo(c.conn)
+			clear(batch)
+			if err != nil {
+				if errors.Is(err, os.ErrDeadlineExceeded) && !closing {
+					c.srv.slowDL.Add(1)
+					c.srv.log.Warn("slow consumer evicted", "client", c.id, "name", c.name, "kind", c.kind,
+						"reason", reasonSlowDeadline, "deadline", timeout, "frames", len(batch), "written", n)
+					c.mu.Lock()
+					c.closing, c.flush, c.reason = true, false, reasonSlowDeadline
+					c.mu.Unlock()
+				}
+				return
+			}
+		}
+		if closing {
+			// Everything queued before the close was written; anything
+			// enqueued later was refused.
+			return
+		}
+	}
+}
+
+func safeErr(err error) string {
+	var de *protocol.DecodeError
+	if errors.As(err, &de) {
+		return de.Msg
+	}
+	return err.Error()
+}
+
+// truncate shortens s to at most n bytes on a rune boundary.
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n]
+}

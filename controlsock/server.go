@@ -1,0 +1,337 @@
+// Package controlsock serves the fleet's control socket: the hello handshake,
+// replay on attach, request routing to the fleet, and the encode-once fan-out
+// of every event to every attached client through bounded per-client queues.
+//
+// Data flows one way: the engine calls Broadcast; the server never calls back
+// into the engine while it holds its own lock, so the lock order is strictly
+// engine → Server.mu → client.mu.
+package controlsock
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"net"
+	"os"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/agents-fleet/fleet/protocol"
+)
+
+// Backend is the part of the fleet the server drives. It is declared here, by
+// its consumer, so the server does not know the engine's internals. Methods
+// are called from connection goroutines without any server lock held.
+type Backend interface {
+	// Prompt routes a prompt to the coordinator. The server has already
+	// broadcast the userMessage echo.
+	Prompt(source, text string)
+	// AnswerConfirm and AnswerAsk resolve a pending request. reason is the
+	// confirmResolved reason the other surfaces are told: "answered" for a
+	// socket client, "superseded" for the fleet's own terminal. The error's
+	// text is sent to the client as-is, so it must be safe to show.
+	AnswerConfirm(id string, approve bool, reason string) error
+	AnswerAsk(id, text string, reason string) error
+	// Native answers a nativeRoot request (already checked for the strict
+	// frame shape). It may block; it runs on its own goroutine.
+	Native(ctx context.Context, req *protocol.NativeRequest) protocol.NativeResult
+}
+
+// Surface says where an answer came from. An answer from the fleet's own
+// terminal resolves the request for socket clients as "superseded".
+type Surface int
+
+const (
+	SurfaceSocket Surface = iota
+	SurfaceTerminal
+)
+
+// resolveReason is the confirmResolved reason an answer from s gives.
+func (s Surface) resolveReason() string {
+	if s == SurfaceTerminal {
+		return "superseded"
+	}
+	return "answered"
+}
+
+// Config configures a Server. Token and Backend are required.
+type Config struct {
+	Token   string
+	Backend Backend
+	// Welcome carries the session fields of the welcome frame; the server
+	// fills in protocolVersion and capabilities.
+	Welcome protocol.Welcome
+	Logger  *slog.Logger
+
+	HelloTimeout  time.Duration // default 10 s
+	WriteTimeout  time.Duration // per write batch; default 10 s
+	MaxClients    int           // default 4096
+	MaxQueueBytes int           // per-client outbound bound; default 8 MiB
+	// MaxInflight bounds concurrent native requests per client; default 16.
+	MaxInflight int
+	// History bounds the replay window kept for hydrate.
+	History HistoryLimits
+	// AllowUID, when >= 0, is the only peer uid accepted on Unix sockets
+	// (defence in depth on top of the 0700 directory and the token). Use -1
+	// to skip the check; the default 0 value means "the server's own uid".
+	AllowUID *int
+}
+
+func (c *Config) setDefaults() {
+	if c.HelloTimeout <= 0 {
+		c.HelloTimeout = 10 * time.Second
+	}
+	if c.WriteTimeout <= 0 {
+		c.WriteTimeout = 10 * time.Second
+	}
+	if c.MaxClients <= 0 {
+		c.MaxClients = 4096
+	}
+	if c.MaxQueueBytes <= 0 {
+		c.MaxQueueBytes = 8 << 20
+	}
+	if c.MaxInflight <= 0 {
+		c.MaxInflight = 16
+	}
+	c.History.setDefaults()
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.DiscardHandler)
+	}
+	if c.AllowUID == nil {
+		uid := os.Getuid()
+		c.AllowUID = &uid
+	}
+}
+
+// Stats are counters for operators and tests.
+type Stats struct {
+	Clients        int
+	Accepted       uint64
+	AuthFailures   uint64
+	SlowQueue      uint64 // evicted: outbound queue over its byte bound
+	SlowDeadline   uint64 // evicted: a write batch missed its deadline
+	FramesTooLarge uint64
+	Broadcasts     uint64
+}
+
+// Server is a control-socket server. Create it with New, feed it events with
+// Broadcast, serve listeners with Serve, and stop it with Shutdown.
+type Server struct {
+	cfg     Config
+	log     *slog.Logger
+	welcome []byte // encoded once: every client gets the same bytes
+
+	// mu guards everything below. Lock order: Server.mu before client.mu.
+	// Broadcast holds mu while it enqueues to every client, and attach holds
+	// it while it enqueues the replay and registers the client, so no frame
+	// can fall between a client's replay and its live stream.
+	mu        sync.Mutex
+	clients   map[*client]struct{}
+	listeners map[net.Listener]struct{}
+	replay    replayCache
+	closing   bool
+
+	wg        sync.WaitGroup // every goroutine the server starts
+	nextID    atomic.Uint64
+	accepted  atomic.Uint64
+	authFail  atomic.Uint64
+	slowQueue atomic.Uint64
+	slowDL    atomic.Uint64
+	tooLarge  atomic.Uint64
+	bcasts    atomic.Uint64
+}
+
+// New returns a server. It panics if Token or Backend is missing: that is a
+// programming error, not an operating condition.
+func New(cfg Config) *Server {
+	if cfg.Token == "" || cfg.Backend == nil {
+		panic("controlsock: Config.Token and Config.Backend are required")
+	}
+	cfg.setDefaults()
+	w := cfg.Welcome
+	w.ProtocolVersion = protocol.Int(protocol.Version)
+	w.Capabilities = protocol.Capabilities()
+	welcome, err := protocol.Encode(&w)
+	if err != nil {
+		panic("controlsock: encode welcome: " + err.Error())
+	}
+	return &Server{
+		cfg:       cfg,
+		log:       cfg.Logger,
+		welcome:   welcome,
+		clients:   make(map[*client]struct{}),
+		listeners: make(map[net.Listener]struct{}),
+		replay:    newReplayCache(cfg.History),
+	}
+}
+
+// ErrServerClosed is returned by Serve after Shutdown.
+var ErrServerClosed = errors.New("controlsock: server closed")
+
+// Serve accepts connections on ln until Shutdown or a listener error. It
+// closes ln when it returns.
+func (s *Server) Serve(ln net.Listener) error {
+	s.mu.Lock()
+	if s.closing {
+		s.mu.Unlock()
+		ln.Close()
+		return ErrServerClosed
+	}
+	s.listeners[ln] = struct{}{}
+	s.mu.Unlock()
+	defer func() {
+		s.mu.Lock()
+		delete(s.listeners, ln)
+		s.mu.Unlock()
+		ln.Close()
+	}()
+	var backoff time.Duration
+	for {
+		conn, err := ln.Accept()
+		if err != nil {
+			s.mu.Lock()
+			closing := s.closing
+			s.mu.Unlock()
+			if closing {
+				return ErrServerClosed
+			}
+			var ne net.Error
+			if errors.As(err, &ne) && ne.Timeout() || errors.Is(err, os.ErrDeadlineExceeded) || isTemporary(err) {
+				// Out of file descriptors and similar: back off instead of
+				// spinning, as net/http does.
+				backoff = min(max(2*backoff, 5*time.Millisecond), time.Second)
+				s.log.Warn("accept failed; retrying", "err", err, "backoff", backoff)
+				time.Sleep(backoff)
+				continue
+			}
+			return err
+		}
+		backoff = 0
+		s.accepted.Add(1)
+		s.ServeConn(conn, SurfaceSocket)
+	}
+}
+
+func isTemporary(err error) bool {
+	var t interface{ Temporary() bool }
+	return errors.As(err, &t) && t.Temporary()
+}
+
+// ServeConn serves one already-accepted connection (a socket client, or an
+// in-process pipe for the fleet's own terminal with SurfaceTerminal). It
+// returns at once; the connection is served on goroutines the server owns.
+func (s *Server) ServeConn(conn net.Conn, surface Surface) {
+	c := newClient(s, conn, s.nextID.Add(1), surface)
+	s.wg.Add(1)
+	go func() {
+		defer s.wg.Done()
+		c.serve()
+	}()
+}
+
+// Broadcast encodes m once and queues the same bytes to every attached
+// client. It never blocks on a client: a client whose queue is over its bound
+// is evicted instead. It also updates the replay cache, so a client that
+// attaches later sees what it needs of m.
+func (s *Server) Broadcast(m protocol.Message) {
+	frame, err := protocol.Encode(m)
+	if err != nil {
+		s.log.Error("broadcast: encode failed; frame dropped", "type", m.MessageType(), "err", err)
+		return
+	}
+	s.bcasts.Add(1)
+	s.mu.Lock()
+	s.replay.observe(m, frame)
+	for c := range s.clients {
+		c.enqueue(frame)
+	}
+	s.mu.Unlock()
+}
+
+// Shutdown stops accepting, gives every client until ctx is done to receive
+// what is already queued, then closes all connections and waits for the
+// server's goroutines to exit.
+func (s *Server) Shutdown(ctx context.Context) error {
+	s.mu.Lock()
+	s.closing = true
+	for ln := range s.listeners {
+		ln.Close()
+	}
+	clients := make([]*client, 0, len(s.clients))
+	for c := range s.clients {
+		clients = append(clients, c)
+	}
+	s.mu.Unlock()
+	for _, c := range clients {
+		c.closeAfterFlush()
+	}
+	done := make(chan struct{})
+	go func() { s.wg.Wait(); close(done) }()
+	select {
+	case <-done:
+		return nil
+	case <-ctx.Done():
+	}
+	// Out of patience: close every connection without waiting on writes.
+	s.mu.Lock()
+	for c := range s.clients {
+		c.conn.Close()
+	}
+	s.mu.Unlock()
+	for _, c := range clients {
+		c.conn.Close()
+	}
+	<-done
+	return ctx.Err()
+}
+
+// Stats returns a snapshot of the server's counters.
+func (s *Server) Stats() Stats {
+	s.mu.Lock()
+	n := len(s.clients)
+	s.mu.Unlock()
+	return Stats{
+		Clients:        n,
+		Accepted:       s.accepted.Load(),
+		AuthFailures:   s.authFail.Load(),
+		SlowQueue:      s.slowQueue.Load(),
+		SlowDeadline:   s.slowDL.Load(),
+		FramesTooLarge: s.tooLarge.Load(),
+		Broadcasts:     s.bcasts.Load(),
+	}
+}
+
+// attach registers c and queues welcome, the replay and replayEnd, all under
+// s.mu so no live frame can come before or inside the replay.
+func (s *Server) attach(c *client) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closing {
+		return errShuttingDown
+	}
+	if len(s.clients) >= s.cfg.MaxClients {
+		return errTooManyClients
+	}
+	c.enqueue(s.welcome)
+	s.replay.writeTo(c)
+	c.enqueue(replayEndFrame)
+	s.clients[c] = struct{}{}
+	return nil
+}
+
+func (s *Server) detach(c *client) {
+	s.mu.Lock()
+	delete(s.clients, c)
+	s.mu.Unlock()
+}
+
+var replayEndFrame = mustEncode(&protocol.ReplayEnd{})
+
+func mustEncode(m protocol.Message) []byte {
+	b, err := protocol.Encode(m)
+	if err != nil {
+		panic(err)
+	}
+	return b
+}

@@ -1,0 +1,463 @@
+package controlsock
+
+import (
+	"bytes"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+
+	"github.com/agents-fleet/fleet/protocol"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+func TestListenPermissionsAndStaleSocket(t *testing.T) {
+	h := newHarness(t, nil)
+	fi, err := os.Stat(h.path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fi.Mode().Perm() != 0o600 {
+		t.Fatalf("socket mode %v, want 0600", fi.Mode().Perm())
+	}
+	// A live server is never stolen.
+	if _, err := Listen(h.path); err == nil || !strings.Contains(err.Error(), "another fleet") {
+		t.Fatalf("second Listen on a live socket: %v", err)
+	}
+	// A regular file in the way is not removed.
+	other := h.path + ".x"
+	os.WriteFile(other, []byte("keep"), 0o600)
+	if _, err := Listen(other); err == nil {
+		t.Fatal("Listen replaced a regular file")
+	}
+}
+
+func TestHelloWelcomeReplayOrder(t *testing.T) {
+	h := newHarness(t, nil)
+	h.srv.Broadcast(&protocol.FleetState{Ts: 1})
+	h.srv.Broadcast(&protocol.CommandCatalog{Commands: []protocol.CommandCatalogEntry{{Name: "/help"}}})
+	h.srv.Broadcast(&protocol.AskRequest{ID: "a1", Question: "q?", Kind: "freeform", Ts: 111})
+	h.srv.Broadcast(&protocol.ConfirmRequest{ID: "c1", Summary: "ok?", Ts: 222})
+	h.srv.Broadcast(&protocol.ConfirmRequest{ID: "c2", Summary: "gone", Ts: 333})
+	h.srv.Broadcast(&protocol.ConfirmResolved{ID: "c2", Approved: false, Kind: protocol.KindConfirm, Reason: protocol.ReasonExpired})
+	h.srv.Broadcast(&protocol.FleetState{Ts: 2})
+	h.srv.Broadcast(&protocol.Transcript{Role: protocol.RoleTool, Text: "line", Agent: "w1", Ts: 5})
+
+	c := h.dial()
+	c.sendRaw(`{"type":"hello","token":"` + testToken + `","clientKind":"repl","clientName":"t"}`)
+	w, ok := c.next().(*protocol.Welcome)
+	if !ok {
+		t.Fatal("first frame is not welcome")
+	}
+	if w.SessionID != "s1" || w.Cwd != "/tmp" || w.SessionName != "test" || w.ProtocolVersion == nil || *w.ProtocolVersion != 1 {
+		t.Fatalf("welcome %+v", w)
+	}
+	if got := strings.Join(w.Capabilities, ","); got != "replayEnd,confirmResolvedReason,requestIdEcho" {
+		t.Fatalf("capabilities %q", got)
+	}
+	var got []string
+	for {
+		m := c.next()
+		desc := m.MessageType()
+		switch m := m.(type) {
+		case *protocol.AskRequest:
+			desc += ":" + m.ID + fmt.Sprint(m.Ts)
+		case *protocol.ConfirmRequest:
+			desc += ":" + m.ID + fmt.Sprint(m.Ts)
+		case *protocol.FleetState:
+			desc += fmt.Sprint(m.Ts)
+		case *protocol.Hydrate:
+			desc += fmt.Sprintf(":%d", len(m.Transcripts))
+		}
+		got = append(got, desc)
+		if m.MessageType() == protocol.TypeReplayEnd {
+			break
+		}
+	}
+	want := "commandCatalog hydrate:1 askRequest:a1111 confirmRequest:c1222 fleetState2 replayEnd"
+	if strings.Join(got, " ") != want {
+		t.Fatalf("replay\n got %s\nwant %s", strings.Join(got, " "), want)
+	}
+	// Live frames follow.
+	h.srv.Broadcast(&protocol.Reply{Text: "live"})
+	if r := c.nextOf(protocol.TypeReply).(*protocol.Reply); r.Text != "live" {
+		t.Fatal(r.Text)
+	}
+}
+
+func TestHelloTimeout(t *testing.T) {
+	h := newHarness(t, func(c *Config) { c.HelloTimeout = 100 * time.Millisecond })
+	c := h.dial()
+	if msg := c.expectError(); !strings.Contains(msg, "no hello") {
+		t.Fatalf("error %q", msg)
+	}
+	c.expectClosed()
+}
+
+func TestWrongTokenAndWrongFirstFrame(t *testing.T) {
+	h := newHarness(t, nil)
+	for name, frame := range map[string]string{
+		"wrong token":   `{"type":"hello","token":"nope","clientKind":"repl"}`,
+		"not hello":     `{"type":"ping"}`,
+		"bad kind":      `{"type":"hello","token":"` + testToken + `","clientKind":"root"}`,
+		"future proto":  `{"type":"hello","token":"` + testToken + `","clientKind":"repl","protocolVersion":2}`,
+		"invalid json":  `{"type":"hello",`,
+		"token as num":  `{"type":"hello","token":5,"clientKind":"repl"}`,
+		"missing token": `{"type":"hello","clientKind":"repl"}`,
+	} {
+		t.Run(name, func(t *testing.T) {
+			c := h.dial()
+			c.sendRaw(frame)
+			msg := c.expectError()
+			if name == "wrong token" && strings.Contains(msg, testToken) {
+				t.Fatal("error leaks the token")
+			}
+			if name == "future proto" && !strings.Contains(msg, "protocol version 1") {
+				t.Fatalf("error %q does not say what the server speaks", msg)
+			}
+			c.expectClosed()
+		})
+	}
+	if got := h.srv.Stats().AuthFailures; got < 6 {
+		t.Fatalf("auth failures counted: %d", got)
+	}
+}
+
+func TestProtocolVersionOneAndOlderAccepted(t *testing.T) {
+	h := newHarness(t, nil)
+	c := h.dial()
+	c.sendRaw(`{"type":"hello","token":"` + testToken + `","clientKind":"bot","protocolVersion":1}`)
+	if c.next().MessageType() != protocol.TypeWelcome {
+		t.Fatal("no welcome")
+	}
+}
+
+func TestBadFramesAfterHelloKeepConnection(t *testing.T) {
+	h := newHarness(t, nil)
+	c, _ := h.attach("bad")
+	cases := []struct{ frame, want string }{
+		{`{"type":"hello","token":"` + testToken + `","clientKind":"repl"}`, "already authenticated"},
+		{`{not json`, ""},
+		{`[1,2]`, ""},
+		{`{"type":"prompt","text":5}`, "text"},
+		{`{"type":"prompt"}`, "text"},
+		{`{"type":"confirmResponse","id":"x","approve":"yes"}`, "approve"},
+		{`{"type":"askResponse","id":7,"text":"a"}`, "id"},
+		{`{"type":"prompt","text":"hi","requestId":""}`, "requestId"},
+		{`{"type":"prompt","text":"hi","requestId":"` + strings.Repeat("r", 257) + `"}`, "requestId"},
+		{`{"type":"confirmResponse","id":"nope","approve":true}`, "no pending request"},
+		{`{"type":"askResponse","id":"nope","text":"a"}`, "no pending request"},
+		{`{"type":"welcome"}`, "server message"},
+	}
+	for _, tc := range cases {
+		c.sendRaw(tc.frame)
+		msg := c.expectError()
+		if !strings.Contains(msg, tc.want) {
+			t.Errorf("frame %s: error %q, want it to mention %q", tc.frame, msg, tc.want)
+		}
+		c.alive()
+	}
+	// Unknown types are ignored: the next frame is the pong.
+	c.sendRaw(`{"type":"fromTheFuture","x":1}`)
+	c.alive()
+	h.be.mu.Lock()
+	defer h.be.mu.Unlock()
+	if len(h.be.prompts) != 0 {
+		t.Fatalf("bad prompts reached the fleet: %v", h.be.prompts)
+	}
+}
+
+func TestPromptEchoedToAllWithRequestID(t *testing.T) {
+	h := newHarness(t, nil)
+	a, _ := h.attach("alice")
+	b, _ := h.attach("")
+	a.sendRaw(`{"type":"prompt","text":"$ make","requestId":"r-1"}`)
+	for _, c := range []*tconn{a, b} {
+		um := c.nextOf(protocol.TypeUserMessage).(*protocol.UserMessage)
+		if um.Text != "$ make" || um.RequestID != "r-1" || um.Source != "alice" {
+			t.Fatalf("userMessage %+v", um)
+		}
+	}
+	b.sendRaw(`{"type":"prompt","text":"hello"}`)
+	um := a.nextOf(protocol.TypeUserMessage).(*protocol.UserMessage)
+	if um.Source != "other" || um.RequestID != "" {
+		t.Fatalf("source falls back to clientKind: %+v", um)
+	}
+	waitFor(t, "prompts routed", func() bool {
+		h.be.mu.Lock()
+		defer h.be.mu.Unlock()
+		return len(h.be.prompts) == 2
+	})
+}
+
+func TestAnswersResolveForEveryone(t *testing.T) {
+	h := newHarness(t, nil)
+	h.be.mu.Lock()
+	h.be.choices["a1"] = []string{"staging", "prod"}
+	h.be.confirms["c1"] = true
+	h.be.mu.Unlock()
+	h.srv.Broadcast(&protocol.AskRequest{ID: "a1", Question: "env?", Kind: "choice",
+		Choices: []protocol.AskChoiceOption{{Label: "staging", Value: "staging"}, {Label: "prod", Value: "prod"}}})
+	h.srv.Broadcast(&protocol.ConfirmRequest{ID: "c1", Summary: "go?"})
+	a, _ := h.attach("a")
+	b, _ := h.attach("b")
+
+	a.sendRaw(`{"type":"askResponse","id":"a1","text":"dev"}`)
+	if msg := a.expectError(); !strings.Contains(msg, "one of") {
+		t.Fatal(msg)
+	}
+	a.sendRaw(`{"type":"askResponse","id":"a1","text":"prod"}`)
+	for _, c := range []*tconn{a, b} {
+		r := c.nextOf(protocol.TypeConfirmResolved).(*protocol.ConfirmResolved)
+		if r.ID != "a1" || r.Kind != protocol.KindAsk || r.Reason != protocol.ReasonAnswered || !r.Approved {
+			t.Fatalf("resolved %+v", r)
+		}
+	}
+	b.sendRaw(`{"type":"askResponse","id":"a1","text":"prod"}`)
+	b.expectError() // already resolved
+	b.sendRaw(`{"type":"confirmResponse","id":"c1","approve":false}`)
+	r := a.nextOf(protocol.TypeConfirmResolved).(*protocol.ConfirmResolved)
+	if r.ID != "c1" || r.Approved || r.Reason != protocol.ReasonAnswered {
+		t.Fatalf("resolved %+v", r)
+	}
+	// A late attach sees no resolved requests in its replay.
+	_, types := h.attach("late")
+	for _, typ := range types {
+		if typ == protocol.TypeAskRequest || typ == protocol.TypeConfirmRequest {
+			t.Fatalf("resolved request replayed: %v", types)
+		}
+	}
+}
+
+func TestTerminalSurfaceAnswersAsSuperseded(t *testing.T) {
+	h := newHarness(t, nil)
+	h.be.mu.Lock()
+	h.be.confirms["c1"] = true
+	h.be.mu.Unlock()
+	h.srv.Broadcast(&protocol.ConfirmRequest{ID: "c1", Summary: "go?"})
+	sock, _ := h.attach("sock")
+	// The terminal console is an in-process pipe.
+	srvSide, termSide := netPipe()
+	h.srv.ServeConn(srvSide, SurfaceTerminal)
+	term := &tconn{t: t, conn: termSide, r: protocol.NewReader(termSide, protocol.MaxFrameSize)}
+	t.Cleanup(func() { termSide.Close() })
+	term.sendRaw(`{"type":"hello","token":"` + testToken + `","clientKind":"repl","clientName":"terminal"}`)
+	term.nextOf(protocol.TypeReplayEnd)
+	term.sendRaw(`{"type":"confirmResponse","id":"c1","approve":true}`)
+	r := sock.nextOf(protocol.TypeConfirmResolved).(*protocol.ConfirmResolved)
+	if r.Reason != protocol.ReasonSuperseded || !r.Approved {
+		t.Fatalf("resolved %+v", r)
+	}
+}
+
+func TestOversizedFrameClosesConnection(t *testing.T) {
+	h := newHarness(t, nil)
+	c, _ := h.attach("big")
+	big := `{"type":"prompt","text":"` + strings.Repeat("x", protocol.MaxFrameSize) + `"}`
+	go c.conn.Write([]byte(big + "\n")) // the server stops reading mid-frame
+	if msg := c.expectError(); !strings.Contains(msg, "exceeds") {
+		t.Fatal(msg)
+	}
+	c.expectClosed()
+	waitFor(t, "client removed", func() bool { return h.srv.Stats().Clients == 0 })
+	if h.srv.Stats().FramesTooLarge != 1 {
+		t.Fatal("not counted")
+	}
+}
+
+// endless yields bytes without a newline, counting what was read.
+type endless struct {
+	mu sync.Mutex
+	n  int
+}
+
+func (e *endless) Read(p []byte) (int, error) {
+	for i := range p {
+		p[i] = 'a'
+	}
+	e.mu.Lock()
+	e.n += len(p)
+	e.mu.Unlock()
+	return len(p), nil
+}
+
+func TestNoNewlineStreamIsCutAtTheCap(t *testing.T) {
+	h := newHarness(t, nil)
+	c, _ := h.attach("stream")
+	src := &endless{}
+	copyDone := make(chan struct{})
+	go func() {
+		defer close(copyDone)
+		io.Copy(c.conn, io.LimitReader(src, 64<<20))
+	}()
+	if msg := c.expectError(); !strings.Contains(msg, "exceeds") {
+		t.Fatal(msg)
+	}
+	c.expectClosed()
+	c.conn.Close()
+	<-copyDone
+	src.mu.Lock()
+	sent := src.n
+	src.mu.Unlock()
+	// The server stopped reading right after the cap (plus what the kernel
+	// buffers), far from the 64 MiB on offer.
+	if sent > 16<<20 {
+		t.Fatalf("server consumed %d bytes of a newline-less stream", sent)
+	}
+}
+
+func TestAbruptDisconnectMidFrame(t *testing.T) {
+	h := newHarness(t, nil)
+	c, _ := h.attach("abrupt")
+	other, _ := h.attach("other")
+	c.conn.Write([]byte(`{"type":"prompt","te`))
+	c.conn.Close()
+	waitFor(t, "client removed", func() bool { return h.srv.Stats().Clients == 1 })
+	h.srv.Broadcast(&protocol.Reply{Text: "still here"})
+	if other.nextOf(protocol.TypeReply).(*protocol.Reply).Text != "still here" {
+		t.Fatal("other client lost")
+	}
+}
+
+func TestSlowConsumerEvictedByQueueBytes(t *testing.T) {
+	h := newHarness(t, func(c *Config) { c.MaxQueueBytes = 1 << 20; c.WriteTimeout = time.Minute })
+	stalled, _ := h.attach("stalled") // never reads again
+	fast, _ := h.attach("fast")
+	const n = 20000
+	text := strings.Repeat("y", 180)
+	var got atomic.Int64
+	recv := make(chan struct{})
+	go func() {
+		defer close(recv)
+		for got.Load() < n {
+			fast.conn.SetReadDeadline(time.Now().Add(10 * time.Second))
+			f, err := fast.r.ReadFrame()
+			if err != nil {
+				return
+			}
+			if bytes.Contains(f, []byte(`"transcript"`)) {
+				got.Add(1)
+			}
+		}
+	}()
+	for i := range n {
+		h.srv.Broadcast(&protocol.Transcript{Role: protocol.RoleTool, Text: text, Agent: fmt.Sprint("w", i%4)})
+		if i%1000 == 999 {
+			// A healthy consumer keeps up with a worker's pace; the stalled
+			// one falls further behind with every batch.
+			waitFor(t, "fast client to catch up", func() bool { return got.Load() > int64(i)-500 })
+		}
+	}
+	<-recv
+	if got.Load() != n {
+		t.Fatalf("healthy client got %d of %d frames", got.Load(), n)
+	}
+	waitFor(t, "stalled client evicted", func() bool { return h.srv.Stats().SlowQueue == 1 })
+	if h.srv.Stats().SlowDeadline != 0 {
+		t.Fatal("wrong trigger counted")
+	}
+	stalled.expectClosedAfterReading()
+}
+
+func TestSlowConsumerEvictedByWriteDeadline(t *testing.T) {
+	h := newHarness(t, func(c *Config) { c.MaxQueueBytes = 64 << 20; c.WriteTimeout = 200 * time.Millisecond })
+	stalled, _ := h.attach("stalled")
+	text := strings.Repeat("z", 1000)
+	// Enough to fill the socket buffers so a write blocks past its deadline.
+	for range 20000 {
+		h.srv.Broadcast(&protocol.Transcript{Role: protocol.RoleTool, Text: text, Agent: "w1"})
+	}
+	waitFor(t, "deadline eviction", func() bool { return h.srv.Stats().SlowDeadline == 1 })
+	if h.srv.Stats().SlowQueue != 0 {
+		t.Fatal("wrong trigger counted")
+	}
+	stalled.expectClosedAfterReading()
+}
+
+func TestManyClients(t *testing.T) {
+	h := newHarness(t, nil)
+	const n = 200
+	var wg sync.WaitGroup
+	conns := make([]*tconn, n)
+	errs := make(chan error, n)
+	for i := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			c, err := dialAndAttach(h.path, fmt.Sprint("c", i))
+			if err != nil {
+				errs <- err
+				return
+			}
+			conns[i] = &tconn{t: t, conn: c.conn, r: c.r}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+	if h.srv.Stats().Clients != n {
+		t.Fatalf("clients %d", h.srv.Stats().Clients)
+	}
+	h.srv.Broadcast(&protocol.Reply{Text: "to all"})
+	for _, c := range conns {
+		t.Cleanup(func() { c.conn.Close() })
+		if c.nextOf(protocol.TypeReply).(*protocol.Reply).Text != "to all" {
+			t.Fatal("missing broadcast")
+		}
+	}
+}
+
+func TestMaxClients(t *testing.T) {
+	h := newHarness(t, func(c *Config) { c.MaxClients = 2 })
+	h.attach("1")
+	h.attach("2")
+	c := h.dial()
+	c.sendRaw(`{"type":"hello","token":"` + testToken + `","clientKind":"repl"}`)
+	if msg := c.expectError(); !strings.Contains(msg, "too many") {
+		t.Fatal(msg)
+	}
+	c.expectClosed()
+}
+
+func TestNativeRootInLegacySession(t *testing.T) {
+	h := newHarness(t, nil)
+	c, _ := h.attach("n")
+	c.sendRaw(`{"type":"nativeRoot","id":"read-1","request":{"action":"list"}}`)
+	m := c.next().(*protocol.NativeRootResult)
+	if m.ID == nil || *m.ID != "read-1" || m.Result.Kind != "error" || m.Result.Code != "native_mode_required" {
+		t.Fatalf("%s", mustJSON(m))
+	}
+	// Refusals are nativeRootResult errors too, with id null when invalid.
+	c.sendRaw(`{"type":"nativeRoot","id":5,"request":{"action":"list"}}`)
+	m = c.next().(*protocol.NativeRootResult)
+	if m.ID != nil || m.Result.Kind != "error" {
+		t.Fatalf("%s", mustJSON(m))
+	}
+	c.sendRaw(`{"type":"nativeRoot","id":"x","request":{"action":"list"},"principal":"admin"}`)
+	m = c.next().(*protocol.NativeRootResult)
+	if m.Result.Kind != "error" || m.Result.Code == "native_mode_required" {
+		t.Fatalf("extra key not refused: %s", mustJSON(m))
+	}
+	c.alive()
+}
+
+func TestShutdownFlushesQueuedFrames(t *testing.T) {
+	h := newHarness(t, nil)
+	c, _ := h.attach("flush")
+	h.srv.Broadcast(&protocol.ConfirmResolved{ID: "c9", Kind: protocol.KindConfirm, Reason: protocol.ReasonCancelled})
+	go h.srv.Shutdown(t.Context())
+	r := c.nextOf(protocol.TypeConfirmResolved).(*protocol.ConfirmResolved)
+	if r.Reason != protocol.ReasonCancelled {
+		t.Fatal(r.Reason)
+	}
+	c.expectClosed()
+}

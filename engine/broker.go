@@ -1,0 +1,233 @@
+package engine
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/agents-fleet/fleet/protocol"
+	"github.com/agents-fleet/fleet/provider"
+)
+
+const (
+	kindConfirm = "confirm"
+	kindAsk     = "ask"
+)
+
+// request is a pending confirm or ask.
+type request struct {
+	id       string
+	kind     string
+	summary  string            // confirm
+	question provider.Question // ask
+	taskID   string
+	ts       int64
+	done     chan answer // cap 1; receives exactly one answer
+	timer    *time.Timer
+}
+
+type answer struct {
+	ok      bool // false: expired or cancelled, no answer
+	approve bool
+	text    string
+	confirm bool // the answer came as a confirmResponse
+}
+
+// broker holds pending requests. The first answer wins, from any surface;
+// everything it does happens under Engine.mu.
+type broker struct {
+	e        *Engine
+	next     int
+	pending  map[string]*request
+	order    []string                           // ids in creation order
+	resolved map[string]protocol.ResolvedReason // recently resolved id → how, for clear errors
+	recent   []string                           // resolved ids, oldest first (bounds resolved)
+}
+
+const rememberResolved = 1024
+
+func (b *broker) init(e *Engine) {
+	b.e = e
+	b.pending = make(map[string]*request)
+	b.resolved = make(map[string]protocol.ResolvedReason)
+}
+
+// raise publishes a request for h's task, marks the task blocked while it
+// waits, and blocks until it is answered, expires, or ctx ends.
+func (b *broker) raise(ctx context.Context, h *host, r request) (answer, error) {
+	e := b.e
+	e.mu.Lock()
+	if e.closing {
+		e.mu.Unlock()
+		return answer{}, provider.ErrNoAnswer
+	}
+	if len(b.pending) >= e.cfg.MaxPending {
+		e.mu.Unlock()
+		h.Note(fmt.Sprintf("too many pending requests (%d); this %s was refused", e.cfg.MaxPending, r.kind))
+		return answer{}, provider.ErrNoAnswer
+	}
+	b.next++
+	r.id = fmt.Sprintf("%s-%s-%d", r.kind, shortID(e.cfg.SessionID), b.next)
+	r.taskID = h.t.id
+	r.ts = nowMs()
+	r.done = make(chan answer, 1)
+	b.pending[r.id] = &r
+	b.order = append(b.order, r.id)
+	id := r.id
+	r.timer = time.AfterFunc(e.cfg.RequestTTL, func() { b.expire(id) })
+	if r.kind == kindConfirm {
+		e.pub.Broadcast(&protocol.ConfirmRequest{ID: r.id, Summary: r.summary, Ts: r.ts})
+	} else {
+		m := &protocol.AskRequest{ID: r.id, Question: r.question.Text, Kind: r.question.Kind, Ts: r.ts}
+		for _, c := range r.question.Choices {
+			m.Choices = append(m.Choices, protocol.AskChoiceOption{Label: c.Label, Value: c.Value, Description: c.Description})
+		}
+		if len(r.question.Choices) > 0 {
+			m.AllowFreeform = protocol.Bool(r.question.AllowFreeform)
+		}
+		e.pub.Broadcast(m)
+	}
+	h.w.status = workerIdle
+	e.setTaskLocked(h.t, taskBlocked, "waiting for an answer to "+r.id)
+	e.mu.Unlock()
+
+	var ans answer
+	select {
+	case ans = <-r.done:
+	case <-ctx.Done():
+		e.mu.Lock()
+		b.resolveLocked(id, answer{}, protocol.ReasonCancelled)
+		e.mu.Unlock()
+		ans = <-r.done
+	}
+
+	e.mu.Lock()
+	if h.t.status == taskBlocked {
+		h.w.status = workerRunning
+		e.setTaskLocked(h.t, taskRunning, "")
+	}
+	e.mu.Unlock()
+	if !ans.ok {
+		return ans, provider.ErrNoAnswer
+	}
+	return ans, nil
+}
+
+// answer resolves a request with an operator's answer.
+func (b *broker) answer(id string, a answer, reason protocol.ResolvedReason) error {
+	e := b.e
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	r := b.pending[id]
+	if r == nil {
+		if how, ok := b.resolved[id]; ok {
+			return fmt.Errorf("request %s was already resolved (%s)", id, how)
+		}
+		return fmt.Errorf("no pending request with id %q", truncateID(id))
+	}
+	if a.confirm != (r.kind == kindConfirm) {
+		if r.kind == kindConfirm {
+			return fmt.Errorf("%s is a confirm request: answer it with confirmResponse", id)
+		}
+		return fmt.Errorf("%s is an ask request: answer it with askResponse", id)
+	}
+	if r.kind == kindAsk {
+		if err := checkChoice(r.question, a.text); err != nil {
+			return fmt.Errorf("%s: %w", id, err)
+		}
+	}
+	a.ok = true
+	b.resolveLocked(id, a, reason)
+	return nil
+}
+
+func checkChoice(q provider.Question, text string) error {
+	if len(q.Choices) == 0 || q.AllowFreeform {
+		return nil
+	}
+	values := make([]string, len(q.Choices))
+	for i, c := range q.Choices {
+		if c.Value == text {
+			return nil
+		}
+		values[i] = c.Value
+	}
+	return fmt.Errorf("answer must be one of: %s", strings.Join(values, ", "))
+}
+
+func (b *broker) expire(id string) {
+	b.e.mu.Lock()
+	defer b.e.mu.Unlock()
+	b.resolveLocked(id, answer{}, protocol.ReasonExpired)
+}
+
+// resolveLocked ends a pending request: hands the waiting task its answer
+// and tells every client. A no-op for an id that is not pending.
+func (b *broker) resolveLocked(id string, a answer, reason protocol.ResolvedReason) {
+	r := b.pending[id]
+	if r == nil {
+		return
+	}
+	delete(b.pending, id)
+	for i, v := range b.order {
+		if v == id {
+			b.order = append(b.order[:i], b.order[i+1:]...)
+			break
+		}
+	}
+	r.timer.Stop()
+	b.remember(id, reason)
+	r.done <- a
+	approved := a.ok && (r.kind == kindAsk || a.approve)
+	b.e.pub.Broadcast(&protocol.ConfirmResolved{ID: id, Approved: approved, Kind: protocol.ResolvedKind(r.kind), Reason: reason})
+	b.e.changedLocked()
+}
+
+func (b *broker) remember(id string, how protocol.ResolvedReason) {
+	b.resolved[id] = how
+	b.recent = append(b.recent, id)
+	if len(b.recent) > rememberResolved {
+		delete(b.resolved, b.recent[0])
+		b.recent = b.recent[1:]
+	}
+}
+
+// cancelForTaskLocked cancels the requests of a task that ended.
+func (b *broker) cancelForTaskLocked(taskID string) {
+	for _, id := range append([]string(nil), b.order...) {
+		if r := b.pending[id]; r != nil && r.taskID == taskID {
+			b.resolveLocked(id, answer{}, protocol.ReasonCancelled)
+		}
+	}
+}
+
+// cancelAllLocked cancels every pending request (shutdown).
+func (b *broker) cancelAllLocked() {
+	for _, id := range append([]string(nil), b.order...) {
+		b.resolveLocked(id, answer{}, protocol.ReasonCancelled)
+	}
+}
+
+// pendingLocked returns the pending requests in creation order.
+func (b *broker) pendingLocked() []*request {
+	out := make([]*request, 0, len(b.order))
+	for _, id := range b.order {
+		out = append(out, b.pending[id])
+	}
+	return out
+}
+
+func shortID(s string) string {
+	if len(s) > 6 {
+		return s[:6]
+	}
+	return s
+}
+
+func truncateID(s string) string {
+	if len(s) > 80 {
+		return s[:80] + "…"
+	}
+	return s
+}

@@ -1,0 +1,174 @@
+package engine
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/agents-fleet/fleet/protocol"
+)
+
+// command is one slash command of the catalog.
+type command struct {
+	name, usage, description, category string
+	run                                func(e *Engine, args string) string
+}
+
+// commands is the catalog, in the order /help shows it. Only commands that
+// work are listed. Set in init: /help reads it.
+var commands []command
+
+func init() {
+	commands = []command{
+		{"/help", "/help", "List the commands and how to start tasks.", "general", (*Engine).cmdHelp},
+		{"/tasks", "/tasks", "List tasks with their status and worker.", "tasks", (*Engine).cmdTasks},
+		{"/workers", "/workers", "List workers with their status and task.", "workers", (*Engine).cmdWorkers},
+		{"/pending", "/pending", "List confirm and ask requests waiting for an answer.", "tasks", (*Engine).cmdPending},
+		{"/cancel", "/cancel <task|worker>", "Stop a task (its whole process group) or drop it from the queue.", "tasks", (*Engine).cmdCancel},
+		{"/pause", "/pause", "Stop starting queued tasks; running tasks go on.", "dispatch", (*Engine).cmdPause},
+		{"/resume", "/resume", "Start queued tasks again.", "dispatch", (*Engine).cmdResume},
+	}
+}
+
+func commandCatalog() *protocol.CommandCatalog {
+	cc := &protocol.CommandCatalog{Commands: make([]protocol.CommandCatalogEntry, 0, len(commands))}
+	for _, c := range commands {
+		cc.Commands = append(cc.Commands, protocol.CommandCatalogEntry{
+			Name: c.name, Description: c.description, Kind: "builtin", Category: c.category,
+		})
+	}
+	return cc
+}
+
+const shellPrefix = "$ "
+
+// handlePromptLocked turns a prompt into tasks, runs a slash command, or
+// explains what the local provider understands.
+func (e *Engine) handlePromptLocked(source, text string) {
+	trimmed := strings.TrimSpace(text)
+	if strings.HasPrefix(trimmed, "/") && !strings.Contains(trimmed, "\n") {
+		name, args, _ := strings.Cut(trimmed, " ")
+		for _, c := range commands {
+			if c.name == name {
+				e.replyLocked(c.run(e, strings.TrimSpace(args)))
+				return
+			}
+		}
+		e.replyLocked(fmt.Sprintf("Unknown command %s. /help lists the commands.", name))
+		return
+	}
+	var created []*task
+	ignored := 0
+	for line := range strings.SplitSeq(text, "\n") {
+		line = strings.TrimRight(line, "\r")
+		cmd, ok := strings.CutPrefix(strings.TrimLeft(line, " \t"), shellPrefix)
+		if ok && strings.TrimSpace(cmd) != "" {
+			created = append(created, e.addTaskLocked(strings.TrimSpace(cmd)))
+		} else if strings.TrimSpace(line) != "" {
+			ignored++
+		}
+	}
+	if len(created) == 0 {
+		e.replyLocked("This fleet runs the local provider: a line starting with \"$ \" is a task " +
+			"(for example \"$ make test\"); several such lines make several tasks. /help lists the commands.")
+		return
+	}
+	var b strings.Builder
+	if len(created) == 1 {
+		fmt.Fprintf(&b, "Queued %s: %s", created[0].id, created[0].command)
+	} else {
+		fmt.Fprintf(&b, "Queued %d tasks:", len(created))
+		for _, t := range created {
+			fmt.Fprintf(&b, "\n  %s: %s", t.id, t.command)
+		}
+	}
+	if ignored > 0 {
+		fmt.Fprintf(&b, "\n(%d line(s) without \"$ \" were not tasks.)", ignored)
+	}
+	if e.paused {
+		b.WriteString("\nDispatch is paused: /resume starts them.")
+	}
+	e.replyLocked(b.String())
+	e.dispatchLocked()
+}
+
+func (e *Engine) cmdHelp(string) string {
+	var b strings.Builder
+	b.WriteString("Start a task with a line beginning \"$ \", e.g. \"$ go test ./...\". A task may ask the operator:\n" +
+		"  a line ::ask::{\"question\":\"…\",\"choices\":[\"a\",\"b\"]} raises a question; the answer arrives on stdin;\n" +
+		"  a line ::confirm::<summary> asks for approval; \"yes\" or \"no\" arrives on stdin.\nCommands:")
+	for _, c := range commands {
+		fmt.Fprintf(&b, "\n  %-22s %s", c.usage, c.description)
+	}
+	return b.String()
+}
+
+func (e *Engine) cmdTasks(string) string {
+	if len(e.tasks) == 0 {
+		return "No tasks yet. Start one with \"$ <command>\"."
+	}
+	var b strings.Builder
+	c := e.countTasksLocked()
+	fmt.Fprintf(&b, "%d tasks: %d done, %d failed, %d running, %d blocked, %d pending", c.total, c.done, c.failed, c.running, c.blocked, c.pending)
+	for _, t := range e.tasks {
+		fmt.Fprintf(&b, "\n  %-5s %-8s %-5s %s", t.id, t.status, t.worker, t.command)
+		if t.reason != "" {
+			fmt.Fprintf(&b, "  (%s)", t.reason)
+		}
+	}
+	return b.String()
+}
+
+func (e *Engine) cmdWorkers(string) string {
+	if len(e.workers) == 0 {
+		return fmt.Sprintf("No workers yet (up to %d run at once).", e.cfg.Workers)
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "%d workers, %d active, cap %d", len(e.workers), e.activeWorkersLocked(), e.cfg.Workers)
+	for _, w := range e.workers {
+		fmt.Fprintf(&b, "\n  %-5s %-10s %s", w.id, w.status, w.taskID)
+	}
+	return b.String()
+}
+
+func (e *Engine) cmdPending(string) string {
+	p := e.broker.pendingLocked()
+	if len(p) == 0 {
+		return "Nothing is waiting for an answer."
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "%d waiting:", len(p))
+	for _, r := range p {
+		if r.kind == kindConfirm {
+			fmt.Fprintf(&b, "\n  %s (%s) confirm: %s", r.id, r.taskID, r.summary)
+		} else {
+			fmt.Fprintf(&b, "\n  %s (%s) ask: %s", r.id, r.taskID, r.question.Text)
+		}
+	}
+	return b.String()
+}
+
+func (e *Engine) cmdCancel(args string) string {
+	if args == "" {
+		return "Usage: /cancel <task|worker>, e.g. /cancel t3"
+	}
+	return e.cancelLocked(args)
+}
+
+func (e *Engine) cmdPause(string) string {
+	if e.paused {
+		return "Dispatch is already paused."
+	}
+	e.paused = true
+	e.changedLocked()
+	return "Dispatch paused: running tasks go on, queued ones wait for /resume."
+}
+
+func (e *Engine) cmdResume(string) string {
+	if !e.paused {
+		return "Dispatch is not paused."
+	}
+	e.paused = false
+	e.changedLocked()
+	e.dispatchLocked()
+	return "Dispatch resumed."
+}

@@ -1,0 +1,208 @@
+// Package engine owns a fleet session's state: the coordinator that turns
+// prompts into tasks, the workers that run them through a provider, the
+// confirm/ask broker, and the snapshots behind status, fleetState and
+// fleetAnalytics. Everything it does is published as protocol messages to a
+// Publisher; it never knows who listens.
+package engine
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/agents-fleet/fleet/protocol"
+	"github.com/agents-fleet/fleet/provider"
+)
+
+// Publisher receives every event the engine produces. Publish must not block
+// and must not call back into the engine (the control server's Broadcast
+// only queues bytes).
+type Publisher interface {
+	Broadcast(m protocol.Message)
+}
+
+// Config configures an Engine. Provider and Publisher are required.
+type Config struct {
+	SessionID   string
+	SessionName string
+	Cwd         string // where tasks run (worktrees come later)
+	Model       string // reported model name; default the provider's name
+	Provider    provider.Provider
+	Publisher   Publisher
+	Logger      *slog.Logger
+
+	Workers        int           // concurrency cap (workerMax); default 4
+	RequestTTL     time.Duration // confirm/ask expiry; default 30 min
+	MaxPending     int           // unresolved confirm/ask at once; default 256
+	StatusInterval time.Duration // status/fleetState/fleetAnalytics tick; default 1 s
+	Heartbeat      time.Duration // re-send unchanged snapshots this often; default 10 s
+	Env            []string      // environment for tasks; default os.Environ()
+}
+
+// Engine is one fleet session. Create it with New, start its periodic
+// snapshots with Run, feed it prompts, and stop it with Shutdown.
+type Engine struct {
+	cfg     Config
+	log     *slog.Logger
+	pub     Publisher
+	started time.Time
+
+	// mu guards all session state below. Lifecycle events are published while
+	// it is held so that every client sees them in the order they happened;
+	// the hot transcript path publishes without it.
+	mu         sync.Mutex
+	tasks      []*task // creation order
+	taskByID   map[string]*task
+	workers    []*worker
+	workerByID map[string]*worker
+	nextTask   int
+	nextWorker int
+	paused     bool
+	closing    bool
+	version    uint64 // bumped on every change a snapshot shows
+	tools      map[string]*toolStat
+	broker     broker
+
+	runWG sync.WaitGroup // task goroutines
+}
+
+// New returns an engine; it publishes the command catalog at once.
+func New(cfg Config) *Engine {
+	if cfg.Provider == nil || cfg.Publisher == nil {
+		panic("engine: Config.Provider and Config.Publisher are required")
+	}
+	if cfg.Workers <= 0 {
+		cfg.Workers = 4
+	}
+	if cfg.RequestTTL <= 0 {
+		cfg.RequestTTL = 30 * time.Minute
+	}
+	if cfg.MaxPending <= 0 {
+		cfg.MaxPending = 256
+	}
+	if cfg.StatusInterval <= 0 {
+		cfg.StatusInterval = time.Second
+	}
+	if cfg.Heartbeat <= 0 {
+		cfg.Heartbeat = 10 * time.Second
+	}
+	if cfg.Model == "" {
+		cfg.Model = cfg.Provider.Name()
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	e := &Engine{
+		cfg:        cfg,
+		log:        cfg.Logger,
+		pub:        cfg.Publisher,
+		started:    time.Now(),
+		taskByID:   make(map[string]*task),
+		workerByID: make(map[string]*worker),
+		tools:      make(map[string]*toolStat),
+	}
+	e.broker.init(e)
+	e.pub.Broadcast(commandCatalog())
+	return e
+}
+
+// Run publishes status, fleetState and fleetAnalytics every StatusInterval
+// when something changed, and at least every Heartbeat, until ctx ends.
+func (e *Engine) Run(ctx context.Context) {
+	t := time.NewTicker(e.cfg.StatusInterval)
+	defer t.Stop()
+	var lastVersion uint64
+	var lastSent time.Time
+	first := true
+	for {
+		e.mu.Lock()
+		v := e.version
+		if first || v != lastVersion || time.Since(lastSent) >= e.cfg.Heartbeat {
+			e.publishSnapshotsLocked()
+			lastVersion, lastSent, first = v, time.Now(), false
+		}
+		e.mu.Unlock()
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// Prompt handles one prompt from any surface (the userMessage echo is the
+// caller's job). Shell lines become tasks; slash commands run; anything
+// else gets a helpful reply.
+func (e *Engine) Prompt(source, text string) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.closing {
+		return
+	}
+	e.handlePromptLocked(source, text)
+}
+
+// AnswerConfirm resolves a pending confirm request. reason is what the
+// other surfaces are told: "answered" for a socket client, "superseded" for
+// the fleet's own terminal.
+func (e *Engine) AnswerConfirm(id string, approve bool, reason string) error {
+	return e.broker.answer(id, answer{approve: approve, confirm: true}, protocol.ResolvedReason(reason))
+}
+
+// AnswerAsk resolves a pending ask request; reason as for AnswerConfirm.
+func (e *Engine) AnswerAsk(id, text string, reason string) error {
+	return e.broker.answer(id, answer{text: text}, protocol.ResolvedReason(reason))
+}
+
+// Native answers nativeRoot requests. Sessions started by this engine are
+// legacy: native controls need a session started with --native-root.
+func (e *Engine) Native(ctx context.Context, req *protocol.NativeRequest) protocol.NativeResult {
+	return protocol.NativeResult{
+		Kind:    protocol.NativeKindError,
+		Code:    "native_mode_required",
+		Message: "native controls need a session started with --native-root; this session is legacy",
+	}
+}
+
+// Shutdown stops dispatch, cancels running tasks (their process groups are
+// killed), resolves every pending request as cancelled, waits for the task
+// goroutines, and publishes final snapshots. It is idempotent.
+func (e *Engine) Shutdown(ctx context.Context) error {
+	e.mu.Lock()
+	if !e.closing {
+		e.closing = true
+		for _, w := range e.workers {
+			if w.cancel != nil {
+				w.cancel(errShutdown)
+			}
+		}
+		e.broker.cancelAllLocked()
+	}
+	e.mu.Unlock()
+	done := make(chan struct{})
+	go func() { e.runWG.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-ctx.Done():
+		return fmt.Errorf("engine shutdown: tasks still running: %w", ctx.Err())
+	}
+	e.mu.Lock()
+	e.publishSnapshotsLocked()
+	e.mu.Unlock()
+	return nil
+}
+
+// changedLocked marks state as changed for the next snapshot tick.
+func (e *Engine) changedLocked() { e.version++ }
+
+func (e *Engine) replyLocked(text string) {
+	e.pub.Broadcast(&protocol.Reply{Text: text, Ts: nowMs()})
+}
+
+func (e *Engine) hubLocked(from, kind, text string) {
+	e.pub.Broadcast(&protocol.HubEvent{From: from, Kind: kind, Ts: nowMs(), Text: text})
+}
+
+func nowMs() int64 { return time.Now().UnixMilli() }

@@ -1,0 +1,178 @@
+package engine
+
+import (
+	"sort"
+	"time"
+
+	"github.com/agents-fleet/fleet/protocol"
+)
+
+// maxTaskItems bounds fleetState.tasks.items: the most recent tasks, so a
+// session with thousands of tasks still sends small snapshots.
+const maxTaskItems = 50
+
+// publishSnapshotsLocked broadcasts status, fleetState and fleetAnalytics.
+func (e *Engine) publishSnapshotsLocked() {
+	now := time.Now()
+	e.pub.Broadcast(e.statusLocked())
+	e.pub.Broadcast(e.fleetStateLocked(now))
+	e.pub.Broadcast(e.analyticsLocked(now))
+}
+
+type taskCounts struct{ done, running, pending, blocked, failed, total int64 }
+
+func (e *Engine) countTasksLocked() taskCounts {
+	var c taskCounts
+	for _, t := range e.tasks {
+		c.total++
+		switch t.status {
+		case taskDone:
+			c.done++
+		case taskRunning:
+			c.running++
+		case taskPending:
+			c.pending++
+		case taskBlocked:
+			c.blocked++
+		case taskFailed:
+			c.failed++
+		}
+	}
+	return c
+}
+
+// activeWorkersLocked counts live workers (running or idle on a request).
+func (e *Engine) activeWorkersLocked() int64 {
+	var n int64
+	for _, w := range e.workers {
+		if w.status == workerRunning || w.status == workerIdle {
+			n++
+		}
+	}
+	return n
+}
+
+// processingLocked: the coordinator is processing while it has work in
+// hand (tasks running, blocked or queued behind the cap). Prompts
+// themselves are handled synchronously.
+func (e *Engine) processingLocked(c taskCounts) bool {
+	return c.running+c.blocked > 0 || (c.pending > 0 && !e.paused)
+}
+
+func (e *Engine) statusLocked() *protocol.Status {
+	c := e.countTasksLocked()
+	s := &protocol.Status{
+		Processing:        e.processingLocked(c),
+		Model:             e.cfg.Model,
+		Provider:          e.cfg.Provider.Name(),
+		RunningFleets:     protocol.Int(1),
+		ActiveWorkerCount: protocol.Int(e.activeWorkersLocked()),
+		TotalWorkerCount:  protocol.Int(int64(len(e.workers))),
+		TasksDone:         protocol.Int(c.done),
+		TasksTotal:        protocol.Int(c.total),
+		TasksActive:       protocol.Int(c.running + c.blocked),
+	}
+	for _, w := range e.workers {
+		s.Workers = append(s.Workers, protocol.StatusWorker{Name: w.name, Status: w.status})
+	}
+	return s
+}
+
+func (e *Engine) fleetStateLocked(now time.Time) *protocol.FleetState {
+	c := e.countTasksLocked()
+	nowMs := now.UnixMilli()
+	fs := &protocol.FleetState{
+		Ts: nowMs,
+		Coordinator: protocol.FleetCoordinatorState{
+			SessionID:      e.cfg.SessionID,
+			IsProcessing:   e.processingLocked(c),
+			PlanMode:       false,
+			DispatchPaused: e.paused,
+		},
+		Workers:      make([]protocol.FleetWorkerSummary, 0, len(e.workers)),
+		WorkerActive: e.activeWorkersLocked(),
+		WorkerTotal:  int64(len(e.workers)),
+		Tasks: protocol.FleetTaskSummary{
+			Done: c.done, Running: c.running, Pending: c.pending, Blocked: c.blocked, Total: c.total,
+		},
+		Session: &protocol.FleetSessionInfo{
+			Model:       e.cfg.Model,
+			Provider:    e.cfg.Provider.Name(),
+			SessionName: e.cfg.SessionName,
+			Uptime:      protocol.Int(now.Sub(e.started).Milliseconds()),
+		},
+		// The local provider uses no model: its token counts are known zeros.
+		Tokens: &protocol.FleetTokenState{
+			InputTokens:  protocol.Int(0),
+			OutputTokens: protocol.Int(0),
+			TotalTokens:  protocol.Int(0),
+		},
+		WorkerStatusCounts: &protocol.FleetWorkerStatusCounts{},
+		WorkerMax:          protocol.Int(int64(e.cfg.Workers)),
+	}
+	for _, w := range e.workers {
+		ws := protocol.FleetWorkerSummary{
+			ID:             w.id,
+			Name:           w.name,
+			Status:         w.status,
+			ToolUseCount:   w.toolUses,
+			TokenCount:     0,
+			AgentType:      e.cfg.Provider.Name(),
+			TaskID:         w.taskID,
+			StartedAt:      w.startedAt.UnixMilli(),
+			LastActivityAt: w.lastActivity.Load(),
+			InputTokens:    protocol.Int(0),
+			OutputTokens:   protocol.Int(0),
+			RecentActivity: w.lastTool,
+		}
+		if w.lastTool != "" {
+			ws.TopTools = []string{"shell"}
+		}
+		end := now
+		if !w.endedAt.IsZero() {
+			end = w.endedAt
+			ws.CompletedAt = w.endedAt.UnixMilli()
+		}
+		ws.DurationMs = protocol.Int(end.Sub(w.startedAt).Milliseconds())
+		fs.Workers = append(fs.Workers, ws)
+		switch w.status {
+		case workerRunning:
+			fs.WorkerStatusCounts.Running++
+		case workerIdle:
+			fs.WorkerStatusCounts.Idle++
+		case workerCompleted:
+			fs.WorkerStatusCounts.Completed++
+		case workerFailed:
+			fs.WorkerStatusCounts.Failed++
+		}
+	}
+	first := max(0, len(e.tasks)-maxTaskItems)
+	for _, t := range e.tasks[first:] {
+		fs.Tasks.Items = append(fs.Tasks.Items, protocol.FleetTaskItem{ID: t.id, Subject: t.command, Status: t.status, Owner: t.worker})
+	}
+	return fs
+}
+
+func (e *Engine) analyticsLocked(now time.Time) *protocol.FleetAnalytics {
+	a := &protocol.FleetAnalytics{
+		Ts:             now.UnixMilli(),
+		ToolUsage:      make([]protocol.ToolUsageEntry, 0, len(e.tools)),
+		WorkerTimeline: make([]protocol.WorkerTimelineEntry, 0, len(e.workers)),
+	}
+	for name, st := range e.tools {
+		a.ToolUsage = append(a.ToolUsage, protocol.ToolUsageEntry{ToolName: name, Count: st.count, LastUsedAt: st.lastUsed})
+	}
+	sort.Slice(a.ToolUsage, func(i, j int) bool { return a.ToolUsage[i].ToolName < a.ToolUsage[j].ToolName })
+	for _, w := range e.workers {
+		entry := protocol.WorkerTimelineEntry{
+			ID: w.id, Name: w.name, AgentType: e.cfg.Provider.Name(),
+			StartedAt: w.startedAt.UnixMilli(), Status: w.status,
+			ToolUseCount: w.toolUses, TokenCount: 0,
+		}
+		if !w.endedAt.IsZero() {
+			entry.CompletedAt = w.endedAt.UnixMilli()
+		}
+		a.WorkerTimeline = append(a.WorkerTimeline, entry)
+	}
+	return a
+}

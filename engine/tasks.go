@@ -1,0 +1,248 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"sync/atomic"
+	"time"
+
+	"github.com/agents-fleet/fleet/protocol"
+	"github.com/agents-fleet/fleet/provider"
+)
+
+// Task statuses (fleetState.tasks counts and items).
+const (
+	taskPending = "pending"
+	taskRunning = "running"
+	taskBlocked = "blocked" // waiting on a confirm or ask
+	taskDone    = "done"
+	taskFailed  = "failed"
+)
+
+// Worker statuses (workerStatusCounts).
+const (
+	workerRunning   = "running"
+	workerIdle      = "idle" // live, waiting for input (blocked on a request)
+	workerCompleted = "completed"
+	workerFailed    = "failed"
+)
+
+var (
+	errShutdown  = errors.New("the fleet is shutting down")
+	errCancelled = errors.New("cancelled by the operator")
+)
+
+type task struct {
+	id        string
+	command   string
+	status    string
+	worker    string
+	createdAt time.Time
+	reason    string // why it failed
+}
+
+type worker struct {
+	id, name  string
+	status    string
+	taskID    string
+	startedAt time.Time
+	endedAt   time.Time
+	cancel    context.CancelCauseFunc
+	toolUses  int64
+	lastTool  string
+	// lastActivity is updated on the hot output path without e.mu.
+	lastActivity atomic.Int64 // epoch ms
+}
+
+type toolStat struct {
+	count    int64
+	lastUsed int64
+}
+
+// addTaskLocked creates a pending task and announces it.
+func (e *Engine) addTaskLocked(command string) *task {
+	e.nextTask++
+	t := &task{id: fmt.Sprintf("t%d", e.nextTask), command: command, status: taskPending, createdAt: time.Now()}
+	e.tasks = append(e.tasks, t)
+	e.taskByID[t.id] = t
+	e.hubLocked("coordinator", "task.created", t.id+": "+t.command)
+	e.changedLocked()
+	return t
+}
+
+// dispatchLocked starts pending tasks while there is room under the cap.
+func (e *Engine) dispatchLocked() {
+	if e.paused || e.closing {
+		return
+	}
+	running := 0
+	for _, w := range e.workers {
+		if w.status == workerRunning || w.status == workerIdle {
+			running++
+		}
+	}
+	for _, t := range e.tasks {
+		if running >= e.cfg.Workers {
+			return
+		}
+		if t.status == taskPending {
+			e.startLocked(t)
+			running++
+		}
+	}
+}
+
+// setTaskLocked moves a task to a new status and announces it.
+func (e *Engine) setTaskLocked(t *task, status, note string) {
+	t.status = status
+	text := t.id + " " + status
+	if note != "" {
+		text += ": " + note
+	}
+	e.hubLocked("coordinator", "task.updated", text)
+	e.changedLocked()
+}
+
+// startLocked spawns a worker for t and runs it on its own goroutine.
+func (e *Engine) startLocked(t *task) {
+	e.nextWorker++
+	id := fmt.Sprintf("w%d", e.nextWorker)
+	ctx, cancel := context.WithCancelCause(context.Background())
+	w := &worker{id: id, name: id, status: workerRunning, taskID: t.id, startedAt: time.Now(), cancel: cancel}
+	w.lastActivity.Store(nowMs())
+	e.workers = append(e.workers, w)
+	e.workerByID[id] = w
+	t.worker = id
+	e.hubLocked(id, "spawned", t.id+": "+t.command)
+	e.setTaskLocked(t, taskRunning, "")
+
+	env := e.cfg.Env
+	if env == nil {
+		env = os.Environ()
+	}
+	pt := provider.Task{ID: t.id, Prompt: t.command, Dir: e.cfg.Cwd, Env: env}
+	h := &host{e: e, w: w, t: t}
+	e.runWG.Add(1)
+	go func() {
+		defer e.runWG.Done()
+		defer cancel(nil)
+		res := e.cfg.Provider.Run(ctx, pt, h)
+		e.settle(w, t, res)
+	}()
+}
+
+// settle records how a worker's task ended and dispatches the next one.
+func (e *Engine) settle(w *worker, t *task, res provider.Result) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	w.endedAt = time.Now()
+	w.cancel = nil
+	e.broker.cancelForTaskLocked(t.id)
+	dur := w.endedAt.Sub(w.startedAt).Round(time.Millisecond)
+	if res.Err == nil {
+		w.status = workerCompleted
+		e.hubLocked(w.id, "completed", fmt.Sprintf("%s done in %s", t.id, dur))
+		e.setTaskLocked(t, taskDone, "")
+	} else {
+		w.status = workerFailed
+		t.reason = res.Err.Error()
+		e.hubLocked(w.id, "failed", fmt.Sprintf("%s failed after %s: %s", t.id, dur, t.reason))
+		e.setTaskLocked(t, taskFailed, t.reason)
+	}
+	e.dispatchLocked()
+}
+
+// cancelLocked cancels a task or a worker by id. A pending task fails at
+// once; a running one is stopped (its process group killed) and settles.
+func (e *Engine) cancelLocked(id string) string {
+	t := e.taskByID[id]
+	if w := e.workerByID[id]; w != nil {
+		t = e.taskByID[w.taskID]
+	}
+	if t == nil {
+		return fmt.Sprintf("No task or worker %q. /tasks lists them.", id)
+	}
+	switch t.status {
+	case taskPending:
+		t.reason = errCancelled.Error()
+		e.setTaskLocked(t, taskFailed, t.reason)
+		return fmt.Sprintf("Cancelled %s before it started.", t.id)
+	case taskRunning, taskBlocked:
+		w := e.workerByID[t.worker]
+		if w != nil && w.cancel != nil {
+			w.cancel(errCancelled)
+		}
+		return fmt.Sprintf("Cancelling %s (worker %s).", t.id, t.worker)
+	default:
+		return fmt.Sprintf("%s has already ended (%s).", t.id, t.status)
+	}
+}
+
+// host is the provider.Host of one worker's task.
+type host struct {
+	e *Engine
+	w *worker
+	t *task
+}
+
+func (h *host) Output(stream provider.Stream, line string) {
+	now := nowMs()
+	h.w.lastActivity.Store(now)
+	m := &protocol.Transcript{Role: protocol.RoleTool, Text: line, Agent: h.w.id, Ts: now}
+	if stream == provider.Stderr {
+		m.Stream = protocol.StreamStderr
+	}
+	h.e.pub.Broadcast(m)
+}
+
+func (h *host) Note(text string) {
+	h.e.pub.Broadcast(&protocol.Transcript{Role: protocol.RoleSystem, Text: text, Agent: h.w.id, Ts: nowMs()})
+}
+
+func (h *host) ToolStart(c provider.ToolCall) {
+	e := h.e
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	now := nowMs()
+	h.w.toolUses++
+	h.w.lastTool = c.Name + ": " + c.Detail
+	h.w.lastActivity.Store(now)
+	st := e.tools[c.Name]
+	if st == nil {
+		st = &toolStat{}
+		e.tools[c.Name] = st
+	}
+	st.count++
+	st.lastUsed = now
+	e.changedLocked()
+	e.pub.Broadcast(&protocol.ToolCall{
+		Agent: h.w.id, Tool: c.Name, Phase: protocol.PhaseStart, Ts: now,
+		AgentName: h.w.name, Detail: c.Detail, Input: c.Input,
+	})
+}
+
+func (h *host) ToolComplete(r provider.ToolResult) {
+	e := h.e
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	now := nowMs()
+	h.w.lastActivity.Store(now)
+	e.changedLocked()
+	e.pub.Broadcast(&protocol.ToolCall{
+		Agent: h.w.id, Tool: r.Name, Phase: protocol.PhaseComplete, Ts: now,
+		AgentName: h.w.name, Result: r.Result, IsError: protocol.Bool(r.IsError),
+		DurationMs: protocol.Int(r.Duration.Milliseconds()),
+	})
+}
+
+func (h *host) Ask(ctx context.Context, q provider.Question) (string, error) {
+	ans, err := h.e.broker.raise(ctx, h, request{kind: kindAsk, question: q})
+	return ans.text, err
+}
+
+func (h *host) Confirm(ctx context.Context, summary string) (bool, error) {
+	ans, err := h.e.broker.raise(ctx, h, request{kind: kindConfirm, summary: summary})
+	return ans.approve, err
+}

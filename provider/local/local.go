@@ -1,0 +1,394 @@
+// Package local is the embedded provider: each task is a shell command run
+// with `sh -c` in the worker's directory. Its output lines become transcript
+// lines, the command is one "shell" tool call, and two workflow lines let a
+// script talk to the operator:
+//
+//	::ask::{"question":"Which env?","choices":["staging","prod"]}
+//	::confirm::Deploy to prod?
+//
+// The answer (or "yes"/"no") and a newline are written to the command's
+// stdin. A request that ends without an answer closes stdin for an ask and
+// answers "no" for a confirm.
+package local
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"strings"
+	"sync"
+	"time"
+	"unicode/utf8"
+
+	"github.com/agents-fleet/fleet/provider"
+)
+
+const (
+	// MaxLine is the longest output line passed on whole. Longer lines are
+	// cut there and marked, so no transcript frame can approach the 1 MiB
+	// frame cap however a task prints.
+	MaxLine = 16 << 10
+	// ResultChars is the size of the output tail reported as the tool
+	// call's result (the protocol truncates results to 2000 characters).
+	ResultChars = 2000
+	// drainGrace is how long output readers may run after the command and
+	// its process group are gone (children that escaped the group can keep
+	// a pipe open; we stop listening to them).
+	drainGrace = 2 * time.Second
+)
+
+// Provider is the local shell provider.
+type Provider struct {
+	// Shell is the shell binary; default "sh".
+	Shell string
+}
+
+func (p *Provider) Name() string { return "local" }
+
+// Run runs t.Prompt with `sh -c`. See the package comment.
+func (p *Provider) Run(ctx context.Context, t provider.Task, h provider.Host) provider.Result {
+	shell := p.Shell
+	if shell == "" {
+		shell = "sh"
+	}
+	start := time.Now()
+	h.ToolStart(provider.ToolCall{
+		ID:     t.ID,
+		Name:   "shell",
+		Detail: t.Prompt,
+		Input:  map[string]any{"command": t.Prompt, "cwd": t.Dir},
+	})
+	tail := &tailBuffer{}
+	res := p.run(ctx, shell, t, h, tail)
+	result := tail.String()
+	if res.Err != nil && result == "" {
+		result = res.Err.Error()
+	}
+	h.ToolComplete(provider.ToolResult{
+		ID:       t.ID,
+		Name:     "shell",
+		Result:   result,
+		IsError:  res.Err != nil,
+		Duration: time.Since(start),
+	})
+	return res
+}
+
+func (p *Provider) run(ctx context.Context, shell string, t provider.Task, h provider.Host, tail *tailBuffer) provider.Result {
+	cmd := exec.Command(shell, "-c", t.Prompt)
+	cmd.Dir = t.Dir
+	cmd.Env = t.Env
+	setProcessGroup(cmd)
+
+	stdinR, stdinW, err := os.Pipe()
+	if err != nil {
+		return provider.Result{ExitCode: -1, Err: fmt.Errorf("create stdin pipe: %w", err)}
+	}
+	outR, outW, err := os.Pipe()
+	if err != nil {
+		stdinR.Close()
+		stdinW.Close()
+		return provider.Result{ExitCode: -1, Err: fmt.Errorf("create stdout pipe: %w", err)}
+	}
+	errR, errW, err := os.Pipe()
+	if err != nil {
+		stdinR.Close()
+		stdinW.Close()
+		outR.Close()
+		outW.Close()
+		return provider.Result{ExitCode: -1, Err: fmt.Errorf("create stderr pipe: %w", err)}
+	}
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = stdinR, outW, errW
+	startErr := cmd.Start()
+	// The child has its own copies; ours must close so EOF can arrive.
+	stdinR.Close()
+	outW.Close()
+	errW.Close()
+	if startErr != nil {
+		stdinW.Close()
+		outR.Close()
+		errR.Close()
+		return provider.Result{ExitCode: -1, Err: fmt.Errorf("start %s: %w", shell, startErr)}
+	}
+
+	in := &stdin{w: stdinW}
+	runCtx, stopReaders := context.WithCancel(ctx)
+	defer stopReaders()
+	var readers sync.WaitGroup
+	readers.Add(2)
+	go func() {
+		defer readers.Done()
+		readLines(outR, func(line string) {
+			tail.add(line)
+			if !workflowLine(runCtx, line, h, in) {
+				h.Output(provider.Stdout, line)
+			}
+		})
+	}()
+	go func() {
+		defer readers.Done()
+		readLines(errR, func(line string) {
+			tail.add(line)
+			h.Output(provider.Stderr, line)
+		})
+	}()
+
+	waitDone := make(chan error, 1)
+	go func() { waitDone <- cmd.Wait() }()
+	var waitErr error
+	cancelled := false
+	select {
+	case waitErr = <-waitDone:
+	case <-ctx.Done():
+		cancelled = true
+		killGroup(cmd)
+		waitErr = <-waitDone
+	}
+	// Whatever the command left running in its process group goes too: a
+	// finished task leaves nothing behind.
+	killGroup(cmd)
+	stopReaders() // unblock a reader waiting on an answer
+	in.close()
+
+	drained := make(chan struct{})
+	go func() { readers.Wait(); close(drained) }()
+	select {
+	case <-drained:
+	case <-time.After(drainGrace):
+		// A child outside the group still holds the pipe: stop reading.
+		h.Note("output still open after the command ended; stopped reading it")
+	}
+	outR.Close()
+	errR.Close()
+	<-drained
+
+	code := cmd.ProcessState.ExitCode()
+	switch {
+	case cancelled:
+		return provider.Result{ExitCode: code, Err: fmt.Errorf("cancelled: %w", context.Cause(ctx))}
+	case waitErr != nil:
+		var ee *exec.ExitError
+		if errors.As(waitErr, &ee) {
+			if code == 127 {
+				return provider.Result{ExitCode: code, Err: fmt.Errorf("exit status 127 (command not found)")}
+			}
+			return provider.Result{ExitCode: code, Err: fmt.Errorf("%s", ee.ProcessState.String())}
+		}
+		return provider.Result{ExitCode: code, Err: waitErr}
+	}
+	return provider.Result{ExitCode: code}
+}
+
+// readLines calls fn for each line of r, without its newline. Lines longer
+// than MaxLine are cut and marked; a final line without a newline counts.
+func readLines(r io.Reader, fn func(string)) {
+	br := bufio.NewReaderSize(r, 64<<10)
+	var long []byte // accumulates a line longer than the buffer
+	dropped := 0    // bytes of the current line beyond MaxLine
+	for {
+		chunk, err := br.ReadSlice('\n')
+		switch {
+		case err == nil || (err == io.EOF && len(chunk) > 0):
+			line := bytes.TrimSuffix(chunk, []byte{'\n'})
+			if long != nil || dropped > 0 || len(line) > MaxLine {
+				long, dropped = appendCapped(long, line, dropped)
+				line = long
+			}
+			fn(finishLine(line, dropped))
+			long, dropped = nil, 0
+		case errors.Is(err, bufio.ErrBufferFull):
+			long, dropped = appendCapped(long, chunk, dropped)
+			continue
+		}
+		if err != nil && !errors.Is(err, bufio.ErrBufferFull) {
+			if len(long) > 0 || dropped > 0 {
+				fn(finishLine(long, dropped))
+			}
+			return
+		}
+	}
+}
+
+func appendCapped(dst, src []byte, dropped int) ([]byte, int) {
+	room := MaxLine - len(dst)
+	if room >= len(src) {
+		return append(dst, src...), dropped
+	}
+	if room > 0 {
+		dst = append(dst, src[:room]...)
+		src = src[room:]
+	}
+	return dst, dropped + len(src)
+}
+
+func finishLine(line []byte, dropped int) string {
+	if dropped == 0 {
+		return string(line)
+	}
+	line = trimPartialRune(line)
+	return fmt.Sprintf("%s… [line truncated: %d more bytes]", line, dropped)
+}
+
+// trimPartialRune drops an incomplete UTF-8 sequence at the end of b, so a
+// cut line stays valid text.
+func trimPartialRune(b []byte) []byte {
+	for i := len(b) - 1; i >= 0 && i >= len(b)-utf8.UTFMax; i-- {
+		if utf8.RuneStart(b[i]) {
+			if !utf8.FullRune(b[i:]) {
+				return b[:i]
+			}
+			return b
+		}
+	}
+	return b
+}
+
+// stdin is the command's standard input, shared by workflow answers.
+type stdin struct {
+	mu     sync.Mutex
+	w      *os.File
+	closed bool
+}
+
+func (s *stdin) write(text string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return
+	}
+	// A command that closed its stdin gets EPIPE here; that is its choice.
+	s.w.WriteString(text + "\n")
+}
+
+func (s *stdin) close() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if !s.closed {
+		s.closed = true
+		s.w.Close()
+	}
+}
+
+const (
+	askPrefix     = "::ask::"
+	confirmPrefix = "::confirm::"
+)
+
+// workflowLine handles ::ask:: and ::confirm:: lines and reports whether
+// line was one. It blocks until the operator answers.
+func workflowLine(ctx context.Context, line string, h provider.Host, in *stdin) bool {
+	switch {
+	case strings.HasPrefix(line, askPrefix):
+		q, err := parseAsk(line[len(askPrefix):])
+		if err != nil {
+			h.Note(fmt.Sprintf("malformed %s line (%v); closing the command's stdin", askPrefix, err))
+			in.close()
+			return true
+		}
+		answer, err := h.Ask(ctx, q)
+		if err != nil {
+			in.close()
+			return true
+		}
+		in.write(answer)
+		return true
+	case strings.HasPrefix(line, confirmPrefix):
+		summary := strings.TrimSpace(line[len(confirmPrefix):])
+		if summary == "" {
+			summary = "Continue?"
+		}
+		ok, err := h.Confirm(ctx, summary)
+		if err == nil && ok {
+			in.write("yes")
+		} else {
+			in.write("no")
+		}
+		return true
+	}
+	return false
+}
+
+// askLine is the JSON a script writes after ::ask::. choices may be plain
+// strings (label = value) or {label, value, description} objects.
+type askLine struct {
+	Question      string            `json:"question"`
+	Kind          string            `json:"kind"`
+	Choices       []json.RawMessage `json:"choices"`
+	AllowFreeform bool              `json:"allowFreeform"`
+}
+
+func parseAsk(s string) (provider.Question, error) {
+	var a askLine
+	dec := json.NewDecoder(strings.NewReader(s))
+	if err := dec.Decode(&a); err != nil {
+		return provider.Question{}, fmt.Errorf("invalid JSON: %v", err)
+	}
+	if strings.TrimSpace(a.Question) == "" {
+		return provider.Question{}, errors.New(`"question" is required`)
+	}
+	q := provider.Question{Text: a.Question, Kind: a.Kind, AllowFreeform: a.AllowFreeform}
+	for i, raw := range a.Choices {
+		var c provider.Choice
+		var s string
+		if json.Unmarshal(raw, &s) == nil {
+			c = provider.Choice{Label: s, Value: s}
+		} else if err := json.Unmarshal(raw, &c); err != nil || c.Value == "" {
+			return provider.Question{}, fmt.Errorf("choice %d must be a string or an object with a value", i+1)
+		}
+		if c.Label == "" {
+			c.Label = c.Value
+		}
+		q.Choices = append(q.Choices, c)
+	}
+	if q.Kind == "" {
+		q.Kind = "freeform"
+		if len(q.Choices) > 0 {
+			q.Kind = "choice"
+		}
+	}
+	return q, nil
+}
+
+// tailBuffer keeps the last output lines, enough for ResultChars runes.
+type tailBuffer struct {
+	mu    sync.Mutex
+	lines []string
+	size  int // runes in lines, counting one newline between each
+}
+
+func (t *tailBuffer) add(line string) {
+	n := utf8.RuneCountInString(line)
+	if n > ResultChars {
+		// Keep only what can appear in the result.
+		r := []rune(line)
+		line = string(r[len(r)-ResultChars:])
+		n = ResultChars
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.lines = append(t.lines, line)
+	t.size += n + 1
+	for len(t.lines) > 1 && t.size-(utf8.RuneCountInString(t.lines[0])+1) >= ResultChars {
+		t.size -= utf8.RuneCountInString(t.lines[0]) + 1
+		t.lines[0] = ""
+		t.lines = t.lines[1:]
+	}
+}
+
+// String returns the tail, at most ResultChars runes, cut at the front.
+func (t *tailBuffer) String() string {
+	t.mu.Lock()
+	s := strings.Join(t.lines, "\n")
+	t.mu.Unlock()
+	if utf8.RuneCountInString(s) <= ResultChars {
+		return s
+	}
+	r := []rune(s)
+	return string(r[len(r)-ResultChars:])
+}
