@@ -1,10 +1,7 @@
+// Command fleet runs agent fleets and the consoles that attach to them.
+// Everything lives in package cli; see `fleet --help`.
 package main
 
-import (
-	_ "github.com/spf13/cobra"
-	_ "go.uber.org/goleak"
-	_ "golang.org/x/sys/unix"
-	_ "golang.org/x/term"
-)
+import "github.com/agents-fleet/fleet/cli"
 
-func main() {}
+func main() { cli.Main() }

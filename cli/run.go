@@ -1,0 +1,397 @@
+package cli
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"syscall"
+	"time"
+
+	"github.com/spf13/cobra"
+	"golang.org/x/term"
+
+	"github.com/agents-fleet/fleet/config"
+	"github.com/agents-fleet/fleet/controlsock"
+	"github.com/agents-fleet/fleet/engine"
+	"github.com/agents-fleet/fleet/protocol"
+	"github.com/agents-fleet/fleet/provider/local"
+	"github.com/agents-fleet/fleet/registry"
+)
+
+type runOptions struct {
+	controlSocket bool
+	hub           bool
+	nativeRoot    bool
+	noNativeRoot  bool
+	provider      string
+	workers       int
+	name          string
+	resume        string
+	headless      bool
+	statusEvery   time.Duration
+	requestTTL    time.Duration
+	logLevel      string
+}
+
+func newRunCmd() *cobra.Command {
+	var o runOptions
+	cmd := &cobra.Command{
+		Use:   "run [PROMPT]",
+		Short: "Start a fleet session in the current directory",
+		Long: `Start a fleet session in the current directory with the embedded local
+provider: a prompt line "$ <command>" becomes a task that a worker runs with
+sh -c. Up to --workers tasks run at once; the rest wait.
+
+With --control-socket (or AGENTS_FLEET_CONTROL_SOCKET=1, or "controlSocket": true
+in <fleetHome>/config.json) the session listens on a token-protected Unix
+socket and registers itself so that "fleet ls" finds it and "fleet attach",
+"fleet events" and "fleet send" can talk to it. --hub also marks the fleet
+for the Telegram hub (and implies the socket).
+
+In a terminal, run is an interactive console of its own; with --headless, or
+when stdin is not a terminal, it runs without one until SIGINT or SIGTERM.
+On shutdown running tasks are stopped, pending questions resolve as
+"cancelled", and the socket, token and descriptor are removed.`,
+		Example: `  # a fleet that consoles can attach to, running two tasks at first
+  fleet run --control-socket --workers 2 '$ go test ./...'
+
+  # in another terminal
+  fleet ls
+  fleet attach`,
+		Args: cobra.MaximumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			prompt := ""
+			if len(args) == 1 {
+				prompt = args[0]
+			}
+			return runFleet(cmd, o, prompt)
+		},
+	}
+	f := cmd.Flags()
+	f.BoolVar(&o.controlSocket, "control-socket", false, "listen on a control socket that consoles attach to")
+	f.BoolVar(&o.hub, "hub", false, "opt in to the Telegram hub (implies --control-socket)")
+	f.BoolVar(&o.nativeRoot, "native-root", false, "start a native-root session (durable operator controls)")
+	f.BoolVar(&o.noNativeRoot, "no-native-root", false, "start a legacy session (the default)")
+	f.StringVar(&o.provider, "provider", "local", "worker provider")
+	f.IntVar(&o.workers, "workers", config.DefaultWorkers, "how many tasks run at once")
+	f.StringVar(&o.name, "name", "", "session name (default: the directory's name)")
+	f.StringVar(&o.resume, "resume", "", "resume a saved session")
+	f.BoolVar(&o.headless, "headless", false, "run without the terminal console (implied when stdin is not a terminal)")
+	f.DurationVar(&o.statusEvery, "status-interval", time.Second, "how often status and fleetState are sent when something changed")
+	f.DurationVar(&o.requestTTL, "request-ttl", 30*time.Minute, "how long a confirm or ask waits before it expires")
+	f.StringVar(&o.logLevel, "log-level", "info", "log level: debug, info, warn, error")
+	f.MarkHidden("status-interval")
+	cmd.MarkFlagsMutuallyExclusive("native-root", "no-native-root")
+	return cmd
+}
+
+// runFleet is `fleet run`: resolve settings, start the engine and (when
+// enabled) the control socket, serve until a signal, shut down cleanly.
+func runFleet(cmd *cobra.Command, o runOptions, prompt string) error {
+	flags := cmd.Flags()
+	if o.nativeRoot {
+		return errors.New("--native-root: native-root sessions are not available in this build yet; run without it (legacy)")
+	}
+	if o.resume != "" {
+		return errors.New("--resume: saved sessions are not available in this build yet")
+	}
+	if o.provider != "local" {
+		return fmt.Errorf("--provider %q: only the embedded \"local\" provider is available in this build", o.provider)
+	}
+	if o.statusEvery < 10*time.Millisecond {
+		return fmt.Errorf("--status-interval %s: must be at least 10ms", o.statusEvery)
+	}
+	if o.requestTTL <= 0 {
+		return fmt.Errorf("--request-ttl %s: must be positive", o.requestTTL)
+	}
+	var level slog.Level
+	if err := level.UnmarshalText([]byte(o.logLevel)); err != nil {
+		return fmt.Errorf("--log-level %q: use debug, info, warn or error", o.logLevel)
+	}
+
+	home, err := config.Home()
+	if err != nil {
+		return err
+	}
+	file, err := config.Load(home)
+	if err != nil {
+		return err
+	}
+	var fl config.Flags
+	if flags.Changed("control-socket") {
+		fl.ControlSocket = &o.controlSocket
+	}
+	if flags.Changed("hub") {
+		fl.Hub = &o.hub
+	}
+	if flags.Changed("workers") {
+		fl.Workers = &o.workers
+	}
+	if flags.Changed("name") {
+		fl.Name = &o.name
+	}
+	sw, err := config.Resolve(fl, file, nil)
+	if err != nil {
+		return err
+	}
+	cwd, err := os.Getwd()
+	if err != nil {
+		return fmt.Errorf("working directory: %w", err)
+	}
+	name := sw.Name
+	if name == "" {
+		name = filepath.Base(cwd)
+	}
+
+	stdinFile, isFile := cmd.InOrStdin().(*os.File)
+	interactive := !o.headless && isFile && term.IsTerminal(int(stdinFile.Fd()))
+	sessionID, err := randomHex(8)
+	if err != nil {
+		return err
+	}
+	// In a terminal the console owns the screen: logs go to a file.
+	logOut := cmd.ErrOrStderr()
+	if interactive {
+		f, path, err := openLogFile(home, sessionID)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		logOut = f
+		fmt.Fprintf(cmd.ErrOrStderr(), "fleet: logging to %s\n", path)
+	}
+	logger := slog.New(slog.NewTextHandler(logOut, &slog.HandlerOptions{Level: level}))
+
+	ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+
+	// The control endpoint comes first: the token the server checks is the
+	// one in the token file a console will read.
+	var ep *endpoint
+	token := ""
+	if sw.ControlSocket {
+		ep, err = openEndpoint(home, logger)
+		if err != nil {
+			return err
+		}
+		defer ep.close(logger)
+		token = ep.token
+	} else if token, err = randomHex(32); err != nil {
+		return err
+	}
+
+	// The server exists even without a socket: the terminal console attaches
+	// to it in-process, so every surface sees the same stream.
+	var eng *engine.Engine
+	srv := controlsock.New(controlsock.Config{
+		Token:   token,
+		Backend: lazyBackend{&eng},
+		Welcome: protocol.Welcome{SessionID: sessionID, Model: "local", SessionName: name, Cwd: cwd},
+		Logger:  logger.With("component", "controlsock"),
+	})
+	eng = engine.New(engine.Config{
+		SessionID:      sessionID,
+		SessionName:    name,
+		Cwd:            cwd,
+		Provider:       &local.Provider{},
+		Publisher:      srv,
+		Logger:         logger.With("component", "engine"),
+		Workers:        sw.Workers,
+		RequestTTL:     o.requestTTL,
+		StatusInterval: o.statusEvery,
+	})
+
+	engineDone := make(chan struct{})
+	go func() { defer close(engineDone); eng.Run(ctx) }()
+	serveDone := make(chan error, 1)
+	if ep != nil {
+		go func() { serveDone <- srv.Serve(ep.ln) }()
+		d := registry.Descriptor{
+			SchemaVersion: registry.SchemaVersion, ID: ep.id, PID: os.Getpid(), Name: name, Cwd: cwd,
+			SocketPath: ep.socketPath, TokenPath: ep.tokenPath, FleetHome: home,
+			StartedAt: time.Now().UnixMilli(), ProtocolVersion: protocol.Version, HubAttach: sw.HubAttach,
+		}
+		if err := ep.register(d); err != nil {
+			stop()
+			shutdown(eng, srv, logger)
+			<-engineDone
+			return err
+		}
+		logger.Info("fleet listening", "id", ep.id, "name", name, "socket", ep.socketPath, "tokenFile", ep.tokenPath, "hubAttach", sw.HubAttach)
+	}
+
+	if prompt != "" {
+		eng.Prompt("cli", prompt)
+	}
+
+	var consoleDone <-chan error
+	if interactive {
+		consoleDone = startTerminal(ctx, srv, token, stdinFile, cmd.OutOrStdout())
+	} else if !sw.ControlSocket {
+		logger.Warn("no control socket and no terminal: nothing can attach to this fleet; use --control-socket")
+	}
+
+	var exitErr error
+	select {
+	case <-ctx.Done():
+		logger.Info("shutting down", "cause", context.Cause(ctx))
+	case err := <-serveDone:
+		exitErr = fmt.Errorf("control socket stopped: %w", err)
+	case err := <-consoleDone:
+		if err != nil {
+			exitErr = err
+		}
+	}
+	stop()
+	if ep != nil {
+		// Hubs and `fleet ls` stop seeing the fleet before it goes away.
+		ep.unregister(logger)
+	}
+	shutdown(eng, srv, logger)
+	<-engineDone
+	return exitErr
+}
+
+// shutdown stops the engine (tasks killed, pending requests cancelled and
+// announced) and then gives clients a moment to receive the last frames.
+func shutdown(eng *engine.Engine, srv *controlsock.Server, logger *slog.Logger) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := eng.Shutdown(ctx); err != nil {
+		logger.Error("engine shutdown", "err", err)
+	}
+	fctx, fcancel := context.WithTimeout(context.Background(), 3*time.Second)
+	defer fcancel()
+	if err := srv.Shutdown(fctx); err != nil {
+		logger.Warn("control socket shutdown: clients did not drain in time", "err", err)
+	}
+}
+
+// lazyBackend lets the server be built before the engine it drives (the
+// engine needs the server as its publisher).
+type lazyBackend struct{ e **engine.Engine }
+
+func (b lazyBackend) Prompt(source, text string) { (*b.e).Prompt(source, text) }
+func (b lazyBackend) AnswerConfirm(id string, approve bool, reason string) error {
+	return (*b.e).AnswerConfirm(id, approve, reason)
+}
+func (b lazyBackend) AnswerAsk(id, text, reason string) error {
+	return (*b.e).AnswerAsk(id, text, reason)
+}
+func (b lazyBackend) Native(ctx context.Context, req *protocol.NativeRequest) protocol.NativeResult {
+	return (*b.e).Native(ctx, req)
+}
+
+// endpoint is the published control socket: token file, listener, and the
+// discovery descriptor once registered.
+type endpoint struct {
+	id, socketPath, tokenPath, registryDir string
+	token                                  string
+	ln                                     net.Listener
+	registered                             bool
+}
+
+// openEndpoint prunes stale descriptors, creates the private control
+// directory, the token file and the listening socket. The descriptor is
+// written later, by register, once the server is serving.
+func openEndpoint(home string, logger *slog.Logger) (*endpoint, error) {
+	regDir := config.RegistryDir(home)
+	if removed, err := registry.PruneStale(regDir); err != nil {
+		logger.Warn("pruning stale descriptors", "err", err)
+	} else if len(removed) > 0 {
+		logger.Info("removed stale fleet descriptors", "ids", removed)
+	}
+	id, err := registry.NewID(os.Getpid())
+	if err != nil {
+		return nil, err
+	}
+	ep := &endpoint{
+		id:          id,
+		socketPath:  registry.SocketPath(home, id),
+		tokenPath:   registry.TokenPath(home, id),
+		registryDir: regDir,
+	}
+	if err := registry.CheckSocketPath(ep.socketPath); err != nil {
+		return nil, err
+	}
+	if err := registry.EnsurePrivateDir(registry.ControlDir(home)); err != nil {
+		return nil, err
+	}
+	if ep.token, err = registry.WriteToken(ep.tokenPath); err != nil {
+		return nil, err
+	}
+	if ep.ln, err = controlsock.Listen(ep.socketPath); err != nil {
+		os.Remove(ep.tokenPath)
+		return nil, err
+	}
+	return ep, nil
+}
+
+func (ep *endpoint) register(d registry.Descriptor) error {
+	if _, err := registry.Write(ep.registryDir, d); err != nil {
+		return fmt.Errorf("register fleet: %w", err)
+	}
+	ep.registered = true
+	return nil
+}
+
+func (ep *endpoint) unregister(logger *slog.Logger) {
+	if !ep.registered {
+		return
+	}
+	ep.registered = false
+	if err := registry.Remove(ep.registryDir, ep.id); err != nil {
+		logger.Warn("remove descriptor", "err", err)
+	}
+}
+
+// close removes everything the endpoint put on disk.
+func (ep *endpoint) close(logger *slog.Logger) {
+	ep.unregister(logger)
+	ep.ln.Close()
+	for _, p := range []string{ep.socketPath, ep.tokenPath} {
+		if err := os.Remove(p); err != nil && !errors.Is(err, os.ErrNotExist) {
+			logger.Warn("remove", "path", p, "err", err)
+		}
+	}
+}
+
+func randomHex(n int) (string, error) {
+	b := make([]byte, n)
+	if _, err := rand.Read(b); err != nil {
+		return "", fmt.Errorf("random: %w", err)
+	}
+	return hex.EncodeToString(b), nil
+}
+
+// startTerminal attaches the fleet's own terminal console in-process. Its
+// answers resolve requests for socket clients as "superseded".
+func startTerminal(ctx context.Context, srv *controlsock.Server, token string, in *os.File, out io.Writer) <-chan error {
+	done := make(chan error, 1)
+	serverSide, consoleSide := net.Pipe()
+	srv.ServeConn(serverSide, controlsock.SurfaceTerminal)
+	go func() { done <- runTerminalConsole(ctx, consoleSide, token, in, out, true) }()
+	return done
+}
+
+// openLogFile opens <fleetHome>/logs/<session>.log (0600 in a 0700 dir).
+func openLogFile(home, sessionID string) (*os.File, string, error) {
+	dir := filepath.Join(home, "logs")
+	if err := registry.EnsurePrivateDir(dir); err != nil {
+		return nil, "", err
+	}
+	path := filepath.Join(dir, sessionID+".log")
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+	if err != nil {
+		return nil, "", fmt.Errorf("open log file: %w", err)
+	}
+	return f, path, nil
+}

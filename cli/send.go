@@ -1,0 +1,163 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/agents-fleet/fleet/client"
+	"github.com/agents-fleet/fleet/protocol"
+)
+
+// maxSendStdin bounds a prompt read from stdin (TEXT "-").
+const maxSendStdin = 1 << 20
+
+func newSendCmd() *cobra.Command {
+	var (
+		waitReply bool
+		timeout   time.Duration
+	)
+	cmd := &cobra.Command{
+		Use:   "send [FLEET] TEXT",
+		Short: "Send one prompt to a running fleet",
+		Long: `send sends TEXT to a fleet as a prompt, as if typed in a console, and waits
+until the fleet has accepted it (its echo of the prompt came back). It prints
+nothing on success and exits non-zero with the fleet's error message if the
+prompt was refused.
+
+TEXT "-" reads the prompt from stdin (at most 1 MiB). Slash commands such as
+/pause or /tasks are prompts too: the fleet answers them.
+
+--wait-reply also waits for the fleet's next reply after the prompt and prints
+its text. --timeout bounds the whole command (connecting, acceptance and the
+reply); 0 waits forever.
+
+` + fleetArgHelp,
+		Example: `  fleet send "run the test suite and fix what fails"
+  fleet send api-refactor /pause
+  fleet send --wait-reply /tasks
+  git diff | fleet send -`,
+		Args: cobra.RangeArgs(1, 2),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if timeout < 0 {
+				return fmt.Errorf("--timeout must not be negative")
+			}
+			text := args[len(args)-1]
+			if text == "-" {
+				var err error
+				if text, err = readPrompt(cmd.InOrStdin()); err != nil {
+					return err
+				}
+			}
+			if strings.TrimSpace(text) == "" {
+				return errors.New("the prompt is empty")
+			}
+			ctx := cmd.Context()
+			if timeout > 0 {
+				var cancel context.CancelFunc
+				ctx, cancel = context.WithTimeout(ctx, timeout)
+				defer cancel()
+			}
+			conn, err := dialFleet(ctx, args[:len(args)-1], "other", "send")
+			if err != nil {
+				return timeoutError(ctx, timeout, "connecting", err)
+			}
+			defer conn.Close()
+			reply, err := sendPrompt(ctx, conn, text, waitReply, timeout)
+			if err != nil {
+				return err
+			}
+			if waitReply {
+				if !strings.HasSuffix(reply, "\n") {
+					reply += "\n"
+				}
+				_, err = io.WriteString(cmd.OutOrStdout(), reply)
+			}
+			return err
+		},
+	}
+	cmd.Flags().BoolVar(&waitReply, "wait-reply", false, "wait for the fleet's next reply and print it")
+	cmd.Flags().DurationVar(&timeout, "timeout", 10*time.Second, "give up after this long (0: no limit)")
+	return cmd
+}
+
+// readPrompt reads a prompt from r, at most maxSendStdin bytes, without its
+// trailing newline.
+func readPrompt(r io.Reader) (string, error) {
+	b, err := io.ReadAll(io.LimitReader(r, maxSendStdin+1))
+	if err != nil {
+		return "", fmt.Errorf("read the prompt from stdin: %w", err)
+	}
+	if len(b) > maxSendStdin {
+		return "", fmt.Errorf("the prompt on stdin is over the limit of %d bytes", maxSendStdin)
+	}
+	return strings.TrimRight(string(b), "\r\n"), nil
+}
+
+// sendPrompt sends text and waits for its echo, then, with waitReply, for the
+// next live reply, whose text it returns. An error frame is returned as an
+// error with the fleet's message. timeout is only for messages: ctx carries it.
+func sendPrompt(ctx context.Context, conn *client.Conn, text string, waitReply bool, timeout time.Duration) (string, error) {
+	stop := context.AfterFunc(ctx, func() { conn.Close() })
+	defer stop()
+
+	id := client.NewRequestID()
+	if err := conn.Send(&protocol.Prompt{Text: text, RequestID: id}); err != nil {
+		return "", timeoutError(ctx, timeout, "sending the prompt", err)
+	}
+	accepted := false
+	for {
+		m, _, replay, err := conn.Next()
+		var fe *client.FrameError
+		if errors.As(err, &fe) {
+			continue
+		}
+		if err != nil {
+			what, before := "for the prompt to be accepted", "before accepting the prompt"
+			if accepted {
+				what, before = "for the reply", "before replying"
+			}
+			if ctx.Err() != nil {
+				return "", timeoutError(ctx, timeout, "waiting "+what, ctx.Err())
+			}
+			if errors.Is(err, io.EOF) {
+				return "", fmt.Errorf("the fleet closed the connection %s", before)
+			}
+			return "", fmt.Errorf("connection to the fleet lost while waiting %s: %w", what, err)
+		}
+		switch m := m.(type) {
+		case *protocol.Error:
+			if !accepted {
+				return "", fmt.Errorf("prompt refused: %s", m.Message)
+			}
+			return "", fmt.Errorf("the fleet reported an error: %s", m.Message)
+		case *protocol.UserMessage:
+			if m.RequestID == id {
+				if !waitReply {
+					return "", nil
+				}
+				accepted = true
+			}
+		case *protocol.Reply:
+			if accepted && !replay {
+				return m.Text, nil
+			}
+		}
+	}
+}
+
+// timeoutError rewords err when ctx ran out of time during what.
+func timeoutError(ctx context.Context, timeout time.Duration, what string, err error) error {
+	if !errors.Is(ctx.Err(), context.DeadlineExceeded) {
+		return err
+	}
+	if timeout > 0 {
+		return fmt.Errorf("timed out after %s %s (see --timeout)", timeout, what)
+	}
+	return fmt.Errorf("timed out %s", what)
+}

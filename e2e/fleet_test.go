@@ -1,0 +1,476 @@
+// Package e2e drives the built fleet binary the way a user does: a fleet
+// started with `fleet run`, consoles attached through the registry, raw
+// NDJSON through socat, signals for shutdown.
+package e2e
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/agents-fleet/fleet/client"
+	"github.com/agents-fleet/fleet/protocol"
+	"github.com/agents-fleet/fleet/registry"
+)
+
+var fleetBin string
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "fleet-e2e")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	fleetBin = filepath.Join(dir, "fleet")
+	build := exec.Command("go", "build", "-o", fleetBin, "../cmd/fleet")
+	build.Stdout, build.Stderr = os.Stdout, os.Stderr
+	if err := build.Run(); err != nil {
+		fmt.Fprintln(os.Stderr, "build fleet:", err)
+		os.Exit(1)
+	}
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+// requireTool fails under CI (which must install it) and skips elsewhere.
+func requireTool(t *testing.T, name string) {
+	t.Helper()
+	if _, err := exec.LookPath(name); err != nil {
+		if os.Getenv("CI") != "" {
+			t.Fatalf("%s is not installed; .ci/run must install it", name)
+		}
+		t.Skipf("%s is not installed", name)
+	}
+}
+
+// env is an isolated fleet home and a working directory.
+type env struct {
+	t    *testing.T
+	home string
+	cwd  string
+}
+
+func newEnv(t *testing.T) *env {
+	t.Helper()
+	// Short: the socket path must fit sun_path.
+	home, err := os.MkdirTemp("", "fh")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(home) })
+	return &env{t: t, home: home, cwd: t.TempDir()}
+}
+
+func (e *env) environ() []string {
+	var out []string
+	for _, kv := range os.Environ() {
+		if strings.HasPrefix(kv, "AGENTS_FLEET_") {
+			continue
+		}
+		out = append(out, kv)
+	}
+	return append(out, "AGENTS_FLEET_HOME="+e.home)
+}
+
+// fleet runs the binary to completion.
+func (e *env) fleet(stdin string, args ...string) (stdout, stderr string, code int) {
+	e.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, fleetBin, args...)
+	cmd.Dir = e.cwd
+	cmd.Env = e.environ()
+	cmd.Stdin = strings.NewReader(stdin)
+	var o, s bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &o, &s
+	err := cmd.Run()
+	code = 0
+	if err != nil {
+		ee, ok := err.(*exec.ExitError)
+		if !ok {
+			e.t.Fatalf("fleet %v: %v", args, err)
+		}
+		code = ee.ExitCode()
+	}
+	return o.String(), s.String(), code
+}
+
+// daemon is a running `fleet run`.
+type daemon struct {
+	t      *testing.T
+	cmd    *exec.Cmd
+	stderr *syncBuffer
+	desc   registry.Descriptor
+	done   chan struct{} // closed when the process has exited
+	err    error         // its exit error, set before done closes
+}
+
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+func (s *syncBuffer) String() string { s.mu.Lock(); defer s.mu.Unlock(); return s.b.String() }
+
+// start runs `fleet run --headless args...` and waits for its descriptor.
+func (e *env) start(args ...string) *daemon {
+	e.t.Helper()
+	cmd := exec.Command(fleetBin, append([]string{"run", "--headless"}, args...)...)
+	cmd.Dir = e.cwd
+	cmd.Env = e.environ()
+	d := &daemon{t: e.t, cmd: cmd, stderr: &syncBuffer{}, done: make(chan struct{})}
+	cmd.Stderr = d.stderr
+	if err := cmd.Start(); err != nil {
+		e.t.Fatal(err)
+	}
+	go func() { d.err = cmd.Wait(); close(d.done) }()
+	e.t.Cleanup(func() {
+		select {
+		case <-d.done:
+		default:
+			cmd.Process.Kill()
+			<-d.done
+		}
+	})
+	regDir := filepath.Join(e.home, "sockets")
+	deadline := time.Now().Add(15 * time.Second)
+	for {
+		entries, _ := registry.Live(regDir)
+		for _, en := range entries {
+			if en.PID == cmd.Process.Pid {
+				d.desc = en.Descriptor
+				return d
+			}
+		}
+		select {
+		case <-d.done:
+			e.t.Fatalf("fleet exited before registering: %v\n%s", d.err, d.stderr)
+		default:
+		}
+		if time.Now().After(deadline) {
+			e.t.Fatalf("no descriptor after 15s\n%s", d.stderr)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// stop sends SIGTERM and waits for a clean exit.
+func (d *daemon) stop() {
+	d.t.Helper()
+	d.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-d.done:
+		if d.err != nil {
+			d.t.Fatalf("fleet exited with %v\n%s", d.err, d.stderr)
+		}
+	case <-time.After(20 * time.Second):
+		d.t.Fatalf("fleet did not stop\n%s", d.stderr)
+	}
+}
+
+func (d *daemon) dial(kind protocol.ClientKind, name string) *client.Conn {
+	d.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	c, err := client.Dial(ctx, d.desc, client.Options{ClientKind: kind, ClientName: name})
+	if err != nil {
+		d.t.Fatal(err)
+	}
+	d.t.Cleanup(func() { c.Close() })
+	return c
+}
+
+// stream reads a connection on its own goroutine so tests can wait for
+// frames with a deadline.
+type stream struct {
+	t      *testing.T
+	frames chan frame
+}
+
+type frame struct {
+	m      protocol.Message
+	replay bool
+}
+
+func watch(t *testing.T, c *client.Conn) *stream {
+	s := &stream{t: t, frames: make(chan frame, 100000)}
+	go func() {
+		defer close(s.frames)
+		for {
+			m, _, replay, err := c.Next()
+			if err != nil {
+				if _, ok := err.(*client.FrameError); ok {
+					continue
+				}
+				return
+			}
+			s.frames <- frame{m, replay}
+		}
+	}()
+	return s
+}
+
+// waitFor returns the first frame matching pred, failing after 15 s.
+func (s *stream) waitFor(what string, pred func(protocol.Message) bool) protocol.Message {
+	s.t.Helper()
+	timeout := time.After(15 * time.Second)
+	for {
+		select {
+		case f, ok := <-s.frames:
+			if !ok {
+				s.t.Fatalf("connection closed while waiting for %s", what)
+			}
+			if pred(f.m) {
+				return f.m
+			}
+		case <-timeout:
+			s.t.Fatalf("timed out waiting for %s", what)
+		}
+	}
+}
+
+func isType(typ string) func(protocol.Message) bool {
+	return func(m protocol.Message) bool { return m.MessageType() == typ }
+}
+
+func TestAskAnsweredBySecondClientWhileThirdWatches(t *testing.T) {
+	e := newEnv(t)
+	d := e.start("--control-socket", "--name", "tour")
+	if d.desc.Name != "tour" || d.desc.HubAttach || d.desc.Cwd != e.cwd {
+		t.Fatalf("descriptor %+v", d.desc)
+	}
+	alice, bob, carol := d.dial(protocol.ClientREPL, "alice"), d.dial(protocol.ClientBot, "bob"), d.dial(protocol.ClientOther, "carol")
+	if w := alice.Welcome(); w.SessionName != "tour" || w.Cwd != e.cwd || len(w.Capabilities) != 3 {
+		t.Fatalf("welcome %+v", w)
+	}
+	as, bs, cs := watch(t, alice), watch(t, bob), watch(t, carol)
+	for _, s := range []*stream{as, bs, cs} {
+		s.waitFor("replayEnd", isType(protocol.TypeReplayEnd))
+	}
+	reqID, err := alice.Prompt(`$ echo '::ask::{"question":"Which env?","choices":["staging","prod"]}'; read env; echo "deploying to $env"`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range []*stream{as, bs, cs} {
+		um := s.waitFor("userMessage", isType(protocol.TypeUserMessage)).(*protocol.UserMessage)
+		if um.RequestID != reqID || um.Source != "alice" {
+			t.Fatalf("echo %+v", um)
+		}
+	}
+	ask := bs.waitFor("askRequest", isType(protocol.TypeAskRequest)).(*protocol.AskRequest)
+	if err := bob.Answer(ask.ID, "qa"); err != nil {
+		t.Fatal(err)
+	}
+	if msg := bs.waitFor("error", isType(protocol.TypeError)).(*protocol.Error).Message; !strings.Contains(msg, "one of") {
+		t.Fatal(msg)
+	}
+	if err := bob.Answer(ask.ID, "prod"); err != nil {
+		t.Fatal(err)
+	}
+	res := cs.waitFor("confirmResolved", isType(protocol.TypeConfirmResolved)).(*protocol.ConfirmResolved)
+	if res.ID != ask.ID || res.Kind != protocol.KindAsk || res.Reason != protocol.ReasonAnswered || !res.Approved {
+		t.Fatalf("resolved %+v", res)
+	}
+	cs.waitFor("transcript", func(m protocol.Message) bool {
+		tr, ok := m.(*protocol.Transcript)
+		return ok && tr.Text == "deploying to prod"
+	})
+	cs.waitFor("completed", func(m protocol.Message) bool {
+		h, ok := m.(*protocol.HubEvent)
+		return ok && h.Kind == "completed"
+	})
+
+	// A late console gets the history in the documented order.
+	dave := d.dial(protocol.ClientREPL, "dave")
+	ds := watch(t, dave)
+	var order []string
+	var hyd *protocol.Hydrate
+	for {
+		f := <-ds.frames
+		if !f.replay {
+			t.Fatalf("live frame %s inside replay", f.m.MessageType())
+		}
+		order = append(order, f.m.MessageType())
+		if h, ok := f.m.(*protocol.Hydrate); ok {
+			hyd = h
+		}
+		if f.m.MessageType() == protocol.TypeReplayEnd {
+			break
+		}
+	}
+	if got := strings.Join(order, " "); got != "commandCatalog hydrate fleetState replayEnd" {
+		t.Fatalf("replay order %q", got)
+	}
+	found := false
+	for _, tl := range hyd.Transcripts {
+		found = found || tl.Text == "deploying to prod"
+	}
+	if !found || len(hyd.Conversation) < 2 || len(hyd.Hub) < 4 {
+		t.Fatalf("hydrate %+v", hyd)
+	}
+	d.stop()
+}
+
+func TestShutdownCancelsRequestsAndRemovesFiles(t *testing.T) {
+	e := newEnv(t)
+	d := e.start("--control-socket")
+	c := d.dial(protocol.ClientREPL, "watcher")
+	s := watch(t, c)
+	s.waitFor("replayEnd", isType(protocol.TypeReplayEnd))
+	if _, err := c.Prompt(`$ echo '::confirm::Ship it?'; read ok; sleep 60`); err != nil {
+		t.Fatal(err)
+	}
+	req := s.waitFor("confirmRequest", isType(protocol.TypeConfirmRequest)).(*protocol.ConfirmRequest)
+	d.stop()
+	res := s.waitFor("cancelled", isType(protocol.TypeConfirmResolved)).(*protocol.ConfirmResolved)
+	if res.ID != req.ID || res.Reason != protocol.ReasonCancelled || res.Approved {
+		t.Fatalf("%+v", res)
+	}
+	for _, p := range []string{d.desc.SocketPath, d.desc.TokenPath, filepath.Join(e.home, "sockets", d.desc.ID+".json")} {
+		if _, err := os.Stat(p); err == nil {
+			t.Errorf("%s left behind", p)
+		}
+	}
+}
+
+func TestSocatSpeaksTheProtocol(t *testing.T) {
+	requireTool(t, "socat")
+	e := newEnv(t)
+	d := e.start("--control-socket")
+	token, err := registry.ReadToken(d.desc.TokenPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, "socat", "-t", "2", "-", "UNIX-CONNECT:"+d.desc.SocketPath)
+	in, _ := cmd.StdinPipe()
+	out, _ := cmd.StdoutPipe()
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	fmt.Fprintf(in, `{"type":"hello","token":%q,"clientKind":"other","clientName":"socat"}`+"\n", token)
+	sc := bufio.NewScanner(out)
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	var types []string
+	next := func() string {
+		if !sc.Scan() {
+			t.Fatalf("socat output ended after %v: %v", types, sc.Err())
+		}
+		typ, err := protocol.PeekType(sc.Bytes())
+		if err != nil {
+			t.Fatalf("bad line %q", sc.Text())
+		}
+		types = append(types, typ)
+		return typ
+	}
+	for next() != protocol.TypeReplayEnd {
+	}
+	if types[0] != protocol.TypeWelcome {
+		t.Fatalf("first frame %s", types[0])
+	}
+	fmt.Fprintln(in, `{"type":"ping"}`)
+	fmt.Fprintln(in, `{"type":"prompt","text":"$ echo from-socat","requestId":"s-1"}`)
+	want := map[string]bool{"pong": false, "userMessage": false, "transcript": false}
+	for !want["pong"] || !want["userMessage"] || !want["transcript"] {
+		typ := next()
+		if _, ok := want[typ]; ok {
+			want[typ] = true
+		}
+	}
+	in.Close()
+	io.Copy(io.Discard, out)
+	cmd.Wait()
+	d.stop()
+}
+
+func TestCommandLineClients(t *testing.T) {
+	e := newEnv(t)
+	d := e.start("--control-socket", "--hub")
+	if !d.desc.HubAttach {
+		t.Fatal("--hub did not set hubAttach")
+	}
+	raw, _ := os.ReadFile(filepath.Join(e.home, "sockets", d.desc.ID+".json"))
+	var fields map[string]any
+	if err := json.Unmarshal(raw, &fields); err != nil || fields["hubAttach"] != true {
+		t.Fatalf("descriptor %s", raw)
+	}
+	out, errOut, code := e.fleet("", "ls", "--json")
+	if code != 0 || !strings.Contains(out, d.desc.ID) {
+		t.Fatalf("ls: %d %s %s", code, out, errOut)
+	}
+	// events --live --type transcript --count 1, then send a task.
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	ev := exec.CommandContext(ctx, fleetBin, "events", "--live", "--type", "transcript", "--count", "1")
+	ev.Env = e.environ()
+	var evOut syncBuffer
+	ev.Stdout = &evOut
+	if err := ev.Start(); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(300 * time.Millisecond) // let events attach before the task prints
+	if out, errOut, code := e.fleet("", "send", "$ echo via-send"); code != 0 {
+		t.Fatalf("send: %d %s %s", code, out, errOut)
+	}
+	if err := ev.Wait(); err != nil {
+		t.Fatalf("events: %v", err)
+	}
+	var tr map[string]any
+	if err := json.Unmarshal([]byte(strings.TrimSpace(evOut.String())), &tr); err != nil || tr["text"] != "via-send" {
+		t.Fatalf("events printed %q", evOut.String())
+	}
+	// send surfaces the server's error.
+	if _, errOut, code := e.fleet("", "send", "nope-fleet", "hi"); code == 0 || !strings.Contains(errOut, "nope-fleet") {
+		t.Fatalf("send to unknown fleet: %d %s", code, errOut)
+	}
+	d.stop()
+	if out, _, _ := e.fleet("", "ls"); !strings.Contains(out, "no fleets running") {
+		t.Fatalf("ls after stop: %q", out)
+	}
+}
+
+func TestStartupErrors(t *testing.T) {
+	e := newEnv(t)
+	long := filepath.Join(e.home, strings.Repeat("h", 100))
+	os.MkdirAll(long, 0o700)
+	e2 := &env{t: t, home: long, cwd: e.cwd}
+	_, errOut, code := e2.fleet("", "run", "--headless", "--control-socket")
+	if code == 0 || !strings.Contains(errOut, "limit of 107 bytes") || !strings.Contains(errOut, "AGENTS_FLEET_HOME") {
+		t.Fatalf("long socket path: %d %q", code, errOut)
+	}
+	os.WriteFile(filepath.Join(e.home, "config.json"), []byte(`{"controlSocket": "yes"}`), 0o600)
+	_, errOut, code = e.fleet("", "run", "--headless")
+	if code == 0 || !strings.Contains(errOut, "config.json") || !strings.Contains(errOut, "controlSocket") {
+		t.Fatalf("bad config: %d %q", code, errOut)
+	}
+	os.WriteFile(filepath.Join(e.home, "config.json"), []byte(`{"controlSocket": true,`), 0o600)
+	_, errOut, code = e.fleet("", "run", "--headless")
+	if code == 0 || !strings.Contains(errOut, "line 1") {
+		t.Fatalf("syntax error: %d %q", code, errOut)
+	}
+	os.Remove(filepath.Join(e.home, "config.json"))
+	if _, errOut, code := e.fleet("", "run", "--headless", "--workers", "0"); code == 0 || !strings.Contains(errOut, "workers") {
+		t.Fatalf("--workers 0: %d %q", code, errOut)
+	}
+	if _, errOut, code := e.fleet("", "run", "--headless", "--provider", "claude"); code == 0 || !strings.Contains(errOut, "local") {
+		t.Fatalf("--provider claude: %d %q", code, errOut)
+	}
+}
