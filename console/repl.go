@@ -57,10 +57,11 @@ type REPL struct {
 	Color bool
 
 	// State below is owned by Run's goroutine.
-	render  *Renderer
-	own     map[string]struct{} // requestIds of our prompts, until echoed
-	pending []pendingRequest    // seen and not resolved, in arrival order
-	lastErr string              // the last error frame, for the close reason
+	render   *Renderer
+	own      map[string]struct{} // requestIds of our prompts, until echoed
+	pending  []pendingRequest    // seen and not resolved, in arrival order
+	answered map[string]struct{} // ids this console answered
+	lastErr  string              // the last error frame, for the close reason
 }
 
 // pendingRequest is a confirmRequest or askRequest the REPL has seen.
@@ -218,8 +219,9 @@ func (r *REPL) print(lines ...string) {
 	io.WriteString(r.Out, b.String())
 }
 
-func (r *REPL) handleFrame(m protocol.Message, replay bool) {
-	switch m := m.(type) {
+func (r *REPL) handleFrame(msg protocol.Message, replay bool) {
+	show := msg
+	switch m := msg.(type) {
 	case *protocol.UserMessage:
 		if _, ok := r.own[m.RequestID]; ok && m.RequestID != "" {
 			delete(r.own, m.RequestID)
@@ -231,10 +233,33 @@ func (r *REPL) handleFrame(m protocol.Message, replay bool) {
 		r.addPending(pendingRequest{ask: m})
 	case *protocol.ConfirmResolved:
 		r.removePending(m.ID)
+		if _, mine := r.answered[m.ID]; mine {
+			delete(r.answered, m.ID)
+			if m.Reason == protocol.ReasonSuperseded {
+				// The fleet's own terminal answers as "superseded" for
+				// everyone else; for the console that answered, it was
+				// simply answered.
+				c := *m
+				c.Reason = protocol.ReasonAnswered
+				show = &c
+			}
+		}
 	case *protocol.Error:
 		r.lastErr = m.Message
 	}
-	r.print(r.render.Render(m, replay)...)
+	r.print(r.render.Render(show, replay)...)
+}
+
+// noteAnswered remembers an id this console answered. The set is bounded:
+// it is cleared when it reaches 256 ids (answers that never resolved).
+func (r *REPL) noteAnswered(id string) {
+	if r.answered == nil {
+		r.answered = make(map[string]struct{})
+	}
+	if len(r.answered) >= 256 {
+		clear(r.answered)
+	}
+	r.answered[id] = struct{}{}
 }
 
 func (r *REPL) addPending(p pendingRequest) {
@@ -356,6 +381,7 @@ func (r *REPL) confirm(approve bool, arg string) error {
 		word = "yes"
 	}
 	r.print(r.paint(ansiDim, "answering "+clean(id)+": "+word))
+	r.noteAnswered(id)
 	return r.Conn.Confirm(id, approve)
 }
 
@@ -402,6 +428,7 @@ func (r *REPL) answer(args string) error {
 	}
 	text = choose(ask, text)
 	r.print(r.paint(ansiDim, "answering "+clean(id)+": "+clean(text)))
+	r.noteAnswered(id)
 	return r.Conn.Answer(id, text)
 }
 

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"os"
 	"path/filepath"
 	"slices"
@@ -385,6 +386,34 @@ func TestREPLLocalCommands(t *testing.T) {
 	s.typeLine(t, "/no confirm-zz")
 	s.out.waitFor(t, "error: no pending confirmation confirm-zz")
 	s.in.Close()
+	if err := s.wait(t); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// The fleet's own terminal answers as "superseded" for every other console;
+// the terminal itself shows its answer as answered.
+func TestREPLOnTerminalSurface(t *testing.T) {
+	tf := startFleet(t)
+	tf.confirm("confirm-9", "Ship?")
+	srvSide, termSide := net.Pipe()
+	tf.srv.ServeConn(srvSide, controlsock.SurfaceTerminal)
+	conn, err := client.Handshake(t.Context(), termSide, tf.token, client.Options{ClientKind: "repl", ClientName: "terminal"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pr, pw := io.Pipe()
+	t.Cleanup(func() { pw.Close() })
+	s := &session{in: pw, out: newOutput(), done: make(chan error, 1)}
+	go func() { s.done <- (&REPL{In: pr, Out: s.out, Conn: conn}).Run(t.Context()) }()
+	watcher := startREPL(t, tf)
+	watcher.out.waitFor(t, LiveMarker)
+	s.out.waitFor(t, LiveMarker)
+
+	s.typeLine(t, "/yes")
+	s.out.waitFor(t, "✓ confirm-9 answered (approved)")
+	watcher.out.waitFor(t, "✓ confirm-9 superseded: answered elsewhere (approved)")
+	s.typeLine(t, "/quit")
 	if err := s.wait(t); err != nil {
 		t.Fatal(err)
 	}

@@ -103,7 +103,9 @@ func (b *broker) raise(ctx context.Context, h *host, r request) (answer, error) 
 	}
 
 	e.mu.Lock()
-	if h.t.status == taskBlocked {
+	// A task whose request ended because the task itself is being stopped
+	// stays blocked until it settles; otherwise it runs on.
+	if h.t.status == taskBlocked && ctx.Err() == nil {
 		h.w.status = workerRunning
 		e.setTaskLocked(h.t, taskRunning, "")
 	}
