@@ -203,6 +203,7 @@ func runFleet(cmd *cobra.Command, o runOptions, prompt string) error {
 		Cwd:            cwd,
 		Provider:       &local.Provider{},
 		Publisher:      srv,
+		Throttle:       srv.Throttle,
 		Logger:         logger.With("component", "engine"),
 		Workers:        sw.Workers,
 		RequestTTL:     o.requestTTL,

@@ -65,10 +65,16 @@ type client struct {
 	mu      sync.Mutex
 	queue   [][]byte // frames waiting for the writer; shared, never modified
 	queued  int      // bytes in queue
-	closing bool     // no more frames are accepted
-	flush   bool     // when closing: write what is queued first
-	reason  closeReason
-	wake    chan struct{} // cap 1: queue became non-empty or closing set
+	writing int      // bytes swapped out to the writer and not yet written
+	// Flow control (flow.go): congested while queued+writing is over the
+	// soft bound; stalled when congested without progress for StallGrace.
+	congested  bool
+	stalled    bool
+	progressAt time.Time // last completed write, or when the backlog began
+	closing    bool      // no more frames are accepted
+	flush      bool      // when closing: write what is queued first
+	reason     closeReason
+	wake       chan struct{} // cap 1: queue became non-empty or closing set
 }
 
 func newClient(s *Server, conn net.Conn, id uint64, surface Surface) *client {
@@ -297,25 +303,32 @@ func (c *client) sendError(msg string) {
 }
 
 // enqueue queues a frame for the writer. It never blocks and never does I/O.
-// A queue over its byte bound evicts the client (slow consumer).
+// A backlog (queued plus being written) over the byte bound evicts the
+// client (slow consumer).
 func (c *client) enqueue(frame []byte) {
 	c.mu.Lock()
 	if c.closing {
 		c.mu.Unlock()
 		return
 	}
-	if c.queued+len(frame) > c.srv.cfg.MaxQueueBytes {
-		queued := c.queued
+	backlog := c.queued + c.writing
+	if backlog+len(frame) > c.srv.cfg.MaxQueueBytes {
 		c.evictLocked(reasonSlowQueue)
 		c.mu.Unlock()
 		c.srv.slowQueue.Add(1)
 		c.srv.log.Warn("slow consumer evicted", "client", c.id, "name", c.name, "kind", c.kind,
-			"reason", reasonSlowQueue, "queuedBytes", queued, "limit", c.srv.cfg.MaxQueueBytes)
+			"reason", reasonSlowQueue, "backlogBytes", backlog, "limit", c.srv.cfg.MaxQueueBytes)
 		return
+	}
+	if backlog == 0 {
+		c.progressAt = time.Now()
 	}
 	wasEmpty := len(c.queue) == 0
 	c.queue = append(c.queue, frame)
 	c.queued += len(frame)
+	if !c.congested && backlog+len(frame) > c.srv.cfg.SoftQueueBytes {
+		c.setCongestedLocked(true)
+	}
 	c.mu.Unlock()
 	if wasEmpty {
 		c.signal()
@@ -333,6 +346,7 @@ func (c *client) evictLocked(reason closeReason) {
 		c.queued = len(frame)
 	}
 	c.closing, c.flush, c.reason = true, true, reason
+	c.setCongestedLocked(false)
 	c.signal()
 }
 
@@ -350,6 +364,7 @@ func (c *client) closeWith(reason closeReason, flush bool) {
 	if !c.closing {
 		c.closing, c.flush, c.reason = true, flush, reason
 	}
+	c.setCongestedLocked(false) // a closing client never holds producers back
 	closeNow := !c.flush
 	c.mu.Unlock()
 	c.signal()
@@ -381,6 +396,7 @@ func (c *client) writeLoop() {
 			c.mu.Lock()
 		}
 		batch, c.queue = c.queue, batch[:0]
+		c.writing += c.queued
 		c.queued = 0
 		closing, flush, reason := c.closing, c.flush, c.reason
 		c.mu.Unlock()
@@ -388,27 +404,37 @@ func (c *client) writeLoop() {
 		if closing && !flush {
 			return
 		}
-		if len(batch) > 0 {
-			timeout := c.srv.cfg.WriteTimeout
-			if closing && reason != reasonShutdown {
-				timeout = handshakeWriteTimeout
-			}
+		timeout := c.srv.cfg.WriteTimeout
+		if closing && reason != reasonShutdown {
+			timeout = handshakeWriteTimeout
+		}
+		// Write in chunks of at most maxIovecs frames (one writev each), so
+		// the deadline applies per chunk and progress is seen as it happens.
+		for rest := batch; len(rest) > 0; {
+			chunk := rest[:min(len(rest), maxIovecs)]
+			rest = rest[len(chunk):]
 			c.conn.SetWriteDeadline(time.Now().Add(timeout))
-			bufs := net.Buffers(batch) // WriteTo consumes bufs, not batch
+			bufs := net.Buffers(chunk) // WriteTo consumes bufs, not chunk
 			n, err := bufs.WriteTo(c.conn)
-			clear(batch)
 			if err != nil {
+				clear(batch)
 				if errors.Is(err, os.ErrDeadlineExceeded) && !closing {
 					c.srv.slowDL.Add(1)
 					c.srv.log.Warn("slow consumer evicted", "client", c.id, "name", c.name, "kind", c.kind,
-						"reason", reasonSlowDeadline, "deadline", timeout, "frames", len(batch), "written", n)
+						"reason", reasonSlowDeadline, "deadline", timeout, "frames", len(chunk), "written", n)
 					c.mu.Lock()
 					c.closing, c.flush, c.reason = true, false, reasonSlowDeadline
+					c.setCongestedLocked(false)
 					c.mu.Unlock()
 				}
 				return
 			}
+			c.mu.Lock()
+			c.writing -= int(n)
+			c.progressLocked()
+			c.mu.Unlock()
 		}
+		clear(batch)
 		if closing {
 			// Everything queued before the close was written; anything
 			// enqueued later was refused.
@@ -416,6 +442,9 @@ func (c *client) writeLoop() {
 		}
 	}
 }
+
+// maxIovecs is the most frames handed to one writev (Linux's IOV_MAX).
+const maxIovecs = 1024
 
 func safeErr(err error) string {
 	var de *protocol.DecodeError

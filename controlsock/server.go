@@ -68,6 +68,12 @@ type Config struct {
 	WriteTimeout  time.Duration // per write batch; default 10 s
 	MaxClients    int           // default 4096
 	MaxQueueBytes int           // per-client outbound bound; default 8 MiB
+	// SoftQueueBytes is the backlog over which a client counts as congested
+	// and Throttle holds producers back (flow.go); default 1 MiB.
+	SoftQueueBytes int
+	// StallGrace is how long a congested client may go without completing a
+	// write before it no longer holds producers back; default 200 ms.
+	StallGrace time.Duration
 	// MaxInflight bounds concurrent native requests per client; default 16.
 	MaxInflight int
 	// History bounds the replay window kept for hydrate.
@@ -91,6 +97,12 @@ func (c *Config) setDefaults() {
 	if c.MaxQueueBytes <= 0 {
 		c.MaxQueueBytes = 8 << 20
 	}
+	if c.SoftQueueBytes <= 0 {
+		c.SoftQueueBytes = min(1<<20, c.MaxQueueBytes/2)
+	}
+	if c.StallGrace <= 0 {
+		c.StallGrace = 200 * time.Millisecond
+	}
 	if c.MaxInflight <= 0 {
 		c.MaxInflight = 16
 	}
@@ -111,6 +123,7 @@ type Stats struct {
 	AuthFailures   uint64
 	SlowQueue      uint64 // evicted: outbound queue over its byte bound
 	SlowDeadline   uint64 // evicted: a write batch missed its deadline
+	Stalls         uint64 // congested clients that stopped holding producers back
 	FramesTooLarge uint64
 	Broadcasts     uint64
 }
@@ -140,6 +153,13 @@ type Server struct {
 	slowDL    atomic.Uint64
 	tooLarge  atomic.Uint64
 	bcasts    atomic.Uint64
+	stalls    atomic.Uint64
+
+	// Flow control (flow.go): congested counts clients over the soft bound
+	// that are not stalled; relief is closed and replaced when it drops to 0.
+	congested atomic.Int64
+	reliefMu  sync.Mutex
+	relief    chan struct{}
 }
 
 // New returns a server. It panics if Token or Backend is missing: that is a
@@ -163,6 +183,7 @@ func New(cfg Config) *Server {
 		clients:   make(map[*client]struct{}),
 		listeners: make(map[net.Listener]struct{}),
 		replay:    newReplayCache(cfg.History),
+		relief:    make(chan struct{}),
 	}
 }
 
@@ -299,6 +320,7 @@ func (s *Server) Stats() Stats {
 		SlowDeadline:   s.slowDL.Load(),
 		FramesTooLarge: s.tooLarge.Load(),
 		Broadcasts:     s.bcasts.Load(),
+		Stalls:         s.stalls.Load(),
 	}
 }
 

@@ -31,7 +31,11 @@ type Config struct {
 	Model       string // reported model name; default the provider's name
 	Provider    provider.Provider
 	Publisher   Publisher
-	Logger      *slog.Logger
+	// Throttle, when set, is called before each line of task output is
+	// published; it may block to pass clients' backpressure on to the task
+	// (controlsock.Server.Throttle). Lifecycle events are never throttled.
+	Throttle func(ctx context.Context)
+	Logger   *slog.Logger
 
 	Workers        int           // concurrency cap (workerMax); default 4
 	RequestTTL     time.Duration // confirm/ask expiry; default 30 min

@@ -123,7 +123,7 @@ func (e *Engine) startLocked(t *task) {
 		env = os.Environ()
 	}
 	pt := provider.Task{ID: t.id, Prompt: t.command, Dir: e.cfg.Cwd, Env: env}
-	h := &host{e: e, w: w, t: t}
+	h := &host{e: e, w: w, t: t, ctx: ctx}
 	e.runWG.Add(1)
 	go func() {
 		defer e.runWG.Done()
@@ -182,12 +182,16 @@ func (e *Engine) cancelLocked(id string) string {
 
 // host is the provider.Host of one worker's task.
 type host struct {
-	e *Engine
-	w *worker
-	t *task
+	e   *Engine
+	w   *worker
+	t   *task
+	ctx context.Context // the task's: ends when it is cancelled
 }
 
 func (h *host) Output(stream provider.Stream, line string) {
+	if h.e.cfg.Throttle != nil {
+		h.e.cfg.Throttle(h.ctx)
+	}
 	now := nowMs()
 	h.w.lastActivity.Store(now)
 	m := &protocol.Transcript{Role: protocol.RoleTool, Text: line, Agent: h.w.id, Ts: now}
