@@ -10,6 +10,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -473,4 +474,76 @@ func TestStartupErrors(t *testing.T) {
 	if _, errOut, code := e.fleet("", "run", "--headless", "--provider", "claude"); code == 0 || !strings.Contains(errOut, "local") {
 		t.Fatalf("--provider claude: %d %q", code, errOut)
 	}
+}
+
+// A console that stops reading while a task floods output is evicted; a
+// healthy console gets every line in order and the daemon's memory stays
+// bounded.
+func TestStalledConsoleDuringFlood(t *testing.T) {
+	e := newEnv(t)
+	d := e.start("--control-socket")
+	token, err := registry.ReadToken(d.desc.TokenPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The stalled console: a raw connection that says hello and never reads.
+	stalled, err := net.Dial("unix", d.desc.SocketPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stalled.Close()
+	fmt.Fprintf(stalled, `{"type":"hello","token":%q,"clientKind":"other","clientName":"stalled"}`+"\n", token)
+
+	healthy := d.dial(protocol.ClientOther, "healthy")
+	for {
+		m, _, _, err := healthy.Next()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if m.MessageType() == protocol.TypeReplayEnd {
+			break
+		}
+	}
+	const lines = 100000 // ~27 MB of frames: over three times the 8 MiB bound
+	if _, err := healthy.Prompt(fmt.Sprintf(`$ seq 1 %d | sed 's/$/ ........................................................................................................................................................................../'`, lines)); err != nil {
+		t.Fatal(err)
+	}
+	next := 1
+	deadline := time.Now().Add(60 * time.Second)
+	for next <= lines && time.Now().Before(deadline) {
+		m, _, _, err := healthy.Next()
+		if err != nil {
+			t.Fatalf("healthy console lost after %d lines: %v", next-1, err)
+		}
+		tr, ok := m.(*protocol.Transcript)
+		if !ok || tr.Agent == "" || tr.Role != protocol.RoleTool {
+			continue
+		}
+		num, _, _ := strings.Cut(tr.Text, " ")
+		if num != fmt.Sprint(next) {
+			t.Fatalf("line %d: got %q", next, tr.Text[:min(len(tr.Text), 20)])
+		}
+		next++
+	}
+	if next <= lines {
+		t.Fatalf("healthy console got %d of %d lines", next-1, lines)
+	}
+	if !strings.Contains(d.stderr.String(), "slow consumer evicted") {
+		t.Fatalf("stalled console not evicted:\n%s", d.stderr)
+	}
+	status, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", d.cmd.Process.Pid))
+	if err == nil {
+		var hwm int
+		for _, l := range strings.Split(string(status), "\n") {
+			if strings.HasPrefix(l, "VmHWM:") {
+				fmt.Sscan(strings.TrimPrefix(l, "VmHWM:"), &hwm)
+			}
+		}
+		// Bounded by the queue bounds (8 MiB each), not by the 27 MB flood.
+		if hwm > 64<<10 {
+			t.Fatalf("daemon peak RSS %d KiB", hwm)
+		}
+		t.Logf("daemon peak RSS %d KiB", hwm)
+	}
+	d.stop()
 }
