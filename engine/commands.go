@@ -124,7 +124,7 @@ func (e *Engine) cmdWorkers(string) string {
 	}
 	var b strings.Builder
 	fmt.Fprintf(&b, "%d workers, %d active, cap %d", len(e.workers), e.activeWorkersLocked(), e.cfg.Workers)
-	for _, w := range e.workers {
+	for _, w := range e.shownWorkersLocked() {
 		fmt.Fprintf(&b, "\n  %-5s %-10s %s", w.id, w.status, w.taskID)
 	}
 	return b.String()

@@ -2,6 +2,7 @@ package engine
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -345,4 +346,26 @@ func TestSlashCommands(t *testing.T) {
 	})
 	e.Prompt("test", "/resume")
 	rec.waitFor("queued ran", transcript("queued"))
+}
+
+// A long session keeps its snapshots bounded: one worker per task must not
+// grow fleetState past the frame cap.
+func TestSnapshotsStayBounded(t *testing.T) {
+	e, rec := newEngine(t, func(c *Config) { c.Workers = 8 })
+	var b strings.Builder
+	const n = 300
+	for range n {
+		b.WriteString("$ true\n")
+	}
+	e.Prompt("test", b.String())
+	fs := rec.waitFor("all done", func(m protocol.Message) bool {
+		fs, ok := m.(*protocol.FleetState)
+		return ok && fs.Tasks.Done == n
+	}).(*protocol.FleetState)
+	if fs.WorkerTotal != n || fs.WorkerStatusCounts.Completed != n || len(fs.Workers) != maxShownSettled || len(fs.Tasks.Items) != maxTaskItems {
+		t.Fatalf("total %d completed %d shown %d items %d", fs.WorkerTotal, fs.WorkerStatusCounts.Completed, len(fs.Workers), len(fs.Tasks.Items))
+	}
+	if fs.Workers[len(fs.Workers)-1].ID != fmt.Sprintf("w%d", n) {
+		t.Fatalf("newest worker not shown: %s", fs.Workers[len(fs.Workers)-1].ID)
+	}
 }

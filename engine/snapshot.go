@@ -11,6 +11,32 @@ import (
 // session with thousands of tasks still sends small snapshots.
 const maxTaskItems = 50
 
+// maxShownSettled bounds how many settled workers snapshots list (besides
+// every live one): a worker per task would otherwise grow status,
+// fleetState and fleetAnalytics without bound. Counts still cover all.
+const maxShownSettled = 100
+
+// shownWorkersLocked returns the live workers and the most recent settled
+// ones, in creation order.
+func (e *Engine) shownWorkersLocked() []*worker {
+	settled := 0
+	for _, w := range e.workers {
+		if w.status == workerCompleted || w.status == workerFailed {
+			settled++
+		}
+	}
+	skip := max(0, settled-maxShownSettled)
+	out := make([]*worker, 0, len(e.workers)-skip)
+	for _, w := range e.workers {
+		if skip > 0 && (w.status == workerCompleted || w.status == workerFailed) {
+			skip--
+			continue
+		}
+		out = append(out, w)
+	}
+	return out
+}
+
 // publishSnapshotsLocked broadcasts status, fleetState and fleetAnalytics.
 func (e *Engine) publishSnapshotsLocked() {
 	now := time.Now()
@@ -72,7 +98,7 @@ func (e *Engine) statusLocked() *protocol.Status {
 		TasksTotal:        protocol.Int(c.total),
 		TasksActive:       protocol.Int(c.running + c.blocked),
 	}
-	for _, w := range e.workers {
+	for _, w := range e.shownWorkersLocked() {
 		s.Workers = append(s.Workers, protocol.StatusWorker{Name: w.name, Status: w.status})
 	}
 	return s
@@ -111,6 +137,18 @@ func (e *Engine) fleetStateLocked(now time.Time) *protocol.FleetState {
 		WorkerMax:          protocol.Int(int64(e.cfg.Workers)),
 	}
 	for _, w := range e.workers {
+		switch w.status {
+		case workerRunning:
+			fs.WorkerStatusCounts.Running++
+		case workerIdle:
+			fs.WorkerStatusCounts.Idle++
+		case workerCompleted:
+			fs.WorkerStatusCounts.Completed++
+		case workerFailed:
+			fs.WorkerStatusCounts.Failed++
+		}
+	}
+	for _, w := range e.shownWorkersLocked() {
 		ws := protocol.FleetWorkerSummary{
 			ID:             w.id,
 			Name:           w.name,
@@ -135,16 +173,6 @@ func (e *Engine) fleetStateLocked(now time.Time) *protocol.FleetState {
 		}
 		ws.DurationMs = protocol.Int(end.Sub(w.startedAt).Milliseconds())
 		fs.Workers = append(fs.Workers, ws)
-		switch w.status {
-		case workerRunning:
-			fs.WorkerStatusCounts.Running++
-		case workerIdle:
-			fs.WorkerStatusCounts.Idle++
-		case workerCompleted:
-			fs.WorkerStatusCounts.Completed++
-		case workerFailed:
-			fs.WorkerStatusCounts.Failed++
-		}
 	}
 	first := max(0, len(e.tasks)-maxTaskItems)
 	for _, t := range e.tasks[first:] {
@@ -163,7 +191,7 @@ func (e *Engine) analyticsLocked(now time.Time) *protocol.FleetAnalytics {
 		a.ToolUsage = append(a.ToolUsage, protocol.ToolUsageEntry{ToolName: name, Count: st.count, LastUsedAt: st.lastUsed})
 	}
 	sort.Slice(a.ToolUsage, func(i, j int) bool { return a.ToolUsage[i].ToolName < a.ToolUsage[j].ToolName })
-	for _, w := range e.workers {
+	for _, w := range e.shownWorkersLocked() {
 		entry := protocol.WorkerTimelineEntry{
 			ID: w.id, Name: w.name, AgentType: e.cfg.Provider.Name(),
 			StartedAt: w.startedAt.UnixMilli(), Status: w.status,
