@@ -12,6 +12,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"sync"
 	"syscall"
 	"time"
 
@@ -170,7 +171,9 @@ func runFleet(cmd *cobra.Command, o runOptions, prompt string) error {
 	}
 	logger := slog.New(slog.NewTextHandler(logOut, &slog.HandlerOptions{Level: level}))
 
-	ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
+	sigCtx, stopSignals := shutdownOnSignal(cmd.Context(), logger)
+	defer stopSignals() // only once shutdown is complete
+	ctx, stop := context.WithCancel(sigCtx)
 	defer stop()
 
 	// The control endpoint comes first: the token the server checks is the
@@ -241,10 +244,12 @@ func runFleet(cmd *cobra.Command, o runOptions, prompt string) error {
 	}
 
 	var exitErr error
+	serveEnded := false
 	select {
 	case <-ctx.Done():
-		logger.Info("shutting down", "cause", context.Cause(ctx))
+		logger.Info("shutting down", "cause", context.Cause(sigCtx))
 	case err := <-serveDone:
+		serveEnded = true
 		exitErr = fmt.Errorf("control socket stopped: %w", err)
 	case err := <-consoleDone:
 		if err != nil {
@@ -258,6 +263,9 @@ func runFleet(cmd *cobra.Command, o runOptions, prompt string) error {
 	}
 	shutdown(eng, srv, logger)
 	<-engineDone
+	if ep != nil && !serveEnded {
+		<-serveDone // Shutdown closed the listener
+	}
 	return exitErr
 }
 
@@ -395,4 +403,40 @@ func openLogFile(home, sessionID string) (*os.File, string, error) {
 		return nil, "", fmt.Errorf("open log file: %w", err)
 	}
 	return f, path, nil
+}
+
+// shutdownOnSignal returns a context cancelled by the first SIGINT or
+// SIGTERM. Later signals are caught too and only logged: `go run` relays the
+// terminal's Ctrl-C to its child a second time, and a second default-action
+// signal would kill the fleet half way through removing its socket, token
+// and descriptor. Shutdown is bounded (about 13 s) without them.
+func shutdownOnSignal(parent context.Context, logger *slog.Logger) (context.Context, func()) {
+	ctx, cancel := context.WithCancelCause(parent)
+	sigs := make(chan os.Signal, 4)
+	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
+	done := make(chan struct{})
+	go func() {
+		first := true
+		for {
+			select {
+			case sig := <-sigs:
+				if first {
+					cancel(fmt.Errorf("%s received", sig))
+					first = false
+				} else {
+					logger.Warn("already shutting down; waiting for tasks to stop", "signal", sig.String())
+				}
+			case <-done:
+				return
+			}
+		}
+	}()
+	var once sync.Once
+	return ctx, func() {
+		once.Do(func() {
+			signal.Stop(sigs)
+			close(done)
+			cancel(context.Canceled)
+		})
+	}
 }

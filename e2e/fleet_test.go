@@ -339,6 +339,9 @@ func TestShutdownCancelsRequestsAndRemovesFiles(t *testing.T) {
 		t.Fatal(err)
 	}
 	req := s.waitFor("confirmRequest", isType(protocol.TypeConfirmRequest)).(*protocol.ConfirmRequest)
+	// Ctrl-C under `go run` arrives twice (the terminal's and go run's relay):
+	// the second must not cut the clean shutdown short.
+	d.cmd.Process.Signal(os.Interrupt)
 	d.stop()
 	res := s.waitFor("cancelled", isType(protocol.TypeConfirmResolved)).(*protocol.ConfirmResolved)
 	if res.ID != req.ID || res.Reason != protocol.ReasonCancelled || res.Approved {
