@@ -44,7 +44,9 @@ func (f *fakeFleet) note() {
 
 // Prompt records the prompt and replies "echo: <text>", unless the text
 // starts with "quiet".
-func (f *fakeFleet) Prompt(source, text string) {
+func (f *fakeFleet) Prompt(m *protocol.UserMessage) {
+	f.srv.Broadcast(m)
+	source, text := m.Source, m.Text
 	f.mu.Lock()
 	f.prompts = append(f.prompts, source+": "+text)
 	f.mu.Unlock()

@@ -288,7 +288,7 @@ func shutdown(eng *engine.Engine, srv *controlsock.Server, logger *slog.Logger) 
 // engine needs the server as its publisher).
 type lazyBackend struct{ e **engine.Engine }
 
-func (b lazyBackend) Prompt(source, text string) { (*b.e).Prompt(source, text) }
+func (b lazyBackend) Prompt(m *protocol.UserMessage) { (*b.e).PromptMessage(m) }
 func (b lazyBackend) AnswerConfirm(id string, approve bool, reason string) error {
 	return (*b.e).AnswerConfirm(id, approve, reason)
 }

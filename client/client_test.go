@@ -26,12 +26,14 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 type fakeBackend struct {
 	mu      sync.Mutex
 	prompts []string
+	srv     *controlsock.Server // publishes the echo, as the engine does
 }
 
-func (b *fakeBackend) Prompt(source, text string) {
+func (b *fakeBackend) Prompt(m *protocol.UserMessage) {
+	b.srv.Broadcast(m)
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	b.prompts = append(b.prompts, source+": "+text)
+	b.prompts = append(b.prompts, m.Source+": "+m.Text)
 }
 
 func (b *fakeBackend) AnswerConfirm(id string, approve bool, reason string) error {
@@ -76,6 +78,7 @@ func startServer(t *testing.T) *harness {
 		Backend: h.backend,
 		Welcome: protocol.Welcome{SessionID: "sess-1", Model: "local", Cwd: "/tmp"},
 	})
+	h.backend.srv = h.srv
 	ln, err := controlsock.Listen(h.path)
 	if err != nil {
 		t.Fatal(err)

@@ -39,9 +39,10 @@ func (f *fakeFleet) note() {
 	}
 }
 
-func (f *fakeFleet) Prompt(source, text string) {
+func (f *fakeFleet) Prompt(m *protocol.UserMessage) {
+	f.srv.Broadcast(m)
 	f.mu.Lock()
-	f.prompts = append(f.prompts, source+": "+text)
+	f.prompts = append(f.prompts, m.Source+": "+m.Text)
 	f.mu.Unlock()
 	f.note()
 }

@@ -277,8 +277,7 @@ func (c *client) handlePrompt(m *protocol.Prompt, frame []byte) {
 	if source == "" {
 		source = c.kind
 	}
-	c.srv.Broadcast(&protocol.UserMessage{Source: source, Text: m.Text, RequestID: m.RequestID})
-	c.srv.cfg.Backend.Prompt(source, m.Text)
+	c.srv.cfg.Backend.Prompt(&protocol.UserMessage{Source: source, Text: m.Text, RequestID: m.RequestID})
 }
 
 // hasKey reports whether a top-level key is present in a JSON object frame.

@@ -27,9 +27,10 @@ type fakeBackend struct {
 	choices  map[string][]string
 }
 
-func (b *fakeBackend) Prompt(source, text string) {
+func (b *fakeBackend) Prompt(m *protocol.UserMessage) {
+	b.srv.Broadcast(m)
 	b.mu.Lock()
-	b.prompts = append(b.prompts, source+": "+text)
+	b.prompts = append(b.prompts, m.Source+": "+m.Text)
 	b.mu.Unlock()
 }
 

@@ -24,9 +24,11 @@ import (
 // its consumer, so the server does not know the engine's internals. Methods
 // are called from connection goroutines without any server lock held.
 type Backend interface {
-	// Prompt routes a prompt to the coordinator. The server has already
-	// broadcast the userMessage echo.
-	Prompt(source, text string)
+	// Prompt routes a prompt to the coordinator. The backend publishes m,
+	// the userMessage echo (source and requestId filled in by the server),
+	// before acting on the prompt, so that the echo is ordered and saved
+	// with everything else the fleet says.
+	Prompt(m *protocol.UserMessage)
 	// AnswerConfirm and AnswerAsk resolve a pending request. reason is the
 	// confirmResolved reason the other surfaces are told: "answered" for a
 	// socket client, "superseded" for the fleet's own terminal. The error's

@@ -20,12 +20,18 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agents-fleet/fleet/cli"
 	"github.com/agents-fleet/fleet/client"
 	"github.com/agents-fleet/fleet/protocol"
 	"github.com/agents-fleet/fleet/registry"
 )
 
 var fleetBin string
+
+// The binary is built from cmd/fleet, which is package cli and what it
+// imports. Importing cli here puts all of it into this test's build inputs,
+// so `go test` does not reuse a cached result after the code changed.
+var _ = cli.Version
 
 func TestMain(m *testing.M) {
 	dir, err := os.MkdirTemp("", "fleet-e2e")

@@ -136,16 +136,22 @@ func (e *Engine) Run(ctx context.Context) {
 	}
 }
 
-// Prompt handles one prompt from any surface (the userMessage echo is the
-// caller's job). Shell lines become tasks; slash commands run; anything
-// else gets a helpful reply.
+// Prompt handles a prompt from source with no request id; see PromptMessage.
 func (e *Engine) Prompt(source, text string) {
+	e.PromptMessage(&protocol.UserMessage{Source: source, Text: text})
+}
+
+// PromptMessage publishes the userMessage echo and handles the prompt:
+// shell lines become tasks, slash commands run, anything else gets a
+// helpful reply. After Shutdown prompts are ignored.
+func (e *Engine) PromptMessage(m *protocol.UserMessage) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	if e.closing {
 		return
 	}
-	e.handlePromptLocked(source, text)
+	e.pub.Broadcast(m)
+	e.handlePromptLocked(m.Source, m.Text)
 }
 
 // AnswerConfirm resolves a pending confirm request. reason is what the
