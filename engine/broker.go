@@ -68,6 +68,7 @@ func (b *broker) raise(ctx context.Context, h *host, r request) (answer, error) 
 		return answer{}, provider.ErrNoAnswer
 	}
 	b.next++
+	e.saveCounterLocked(counterRequest, b.next)
 	r.id = fmt.Sprintf("%s-%s-%d", r.kind, shortID(e.cfg.SessionID), b.next)
 	r.taskID = h.t.id
 	r.ts = nowMs()

@@ -26,6 +26,9 @@ func init() {
 		{"/cancel", "/cancel <task|worker>", "Stop a task (its whole process group) or drop it from the queue.", "tasks", (*Engine).cmdCancel},
 		{"/pause", "/pause", "Stop starting queued tasks; running tasks go on.", "dispatch", (*Engine).cmdPause},
 		{"/resume", "/resume", "Start queued tasks again.", "dispatch", (*Engine).cmdResume},
+		{"/plan", "/plan on|off", "Plan mode: new tasks are created but wait for /go.", "dispatch", (*Engine).cmdPlan},
+		{"/go", "/go [task...]", "Start planned tasks (all, or the ones named).", "dispatch", (*Engine).cmdGo},
+		{"/loop", "/loop [N] <command>", "Repeat a command until it exits 0, at most N attempts (default 5).", "tasks", (*Engine).cmdLoop},
 	}
 }
 
@@ -84,7 +87,9 @@ func (e *Engine) handlePromptLocked(source, text string) {
 	if ignored > 0 {
 		fmt.Fprintf(&b, "\n(%d line(s) without \"$ \" were not tasks.)", ignored)
 	}
-	if e.paused {
+	if e.planMode {
+		b.WriteString("\nPlan mode is on: /go starts them.")
+	} else if e.paused {
 		b.WriteString("\nDispatch is paused: /resume starts them.")
 	}
 	e.replyLocked(b.String())
@@ -110,7 +115,14 @@ func (e *Engine) cmdTasks(string) string {
 	c := e.countTasksLocked()
 	fmt.Fprintf(&b, "%d tasks: %d done, %d failed, %d running, %d blocked, %d pending", c.total, c.done, c.failed, c.running, c.blocked, c.pending)
 	for _, t := range e.tasks {
-		fmt.Fprintf(&b, "\n  %-5s %-8s %-5s %s", t.id, t.status, t.worker, t.command)
+		status := t.status
+		if t.planned && t.status == taskPending {
+			status = "planned"
+		}
+		fmt.Fprintf(&b, "\n  %-5s %-8s %-5s %s", t.id, status, t.worker, t.command)
+		if t.loopID != "" {
+			fmt.Fprintf(&b, "  [%s attempt %d]", t.loopID, t.attempt)
+		}
 		if t.reason != "" {
 			fmt.Fprintf(&b, "  (%s)", t.reason)
 		}
@@ -161,6 +173,73 @@ func (e *Engine) cmdPause(string) string {
 	e.paused = true
 	e.changedLocked()
 	return "Dispatch paused: running tasks go on, queued ones wait for /resume."
+}
+
+func (e *Engine) cmdPlan(args string) string {
+	switch strings.ToLower(args) {
+	case "on":
+		if e.planMode {
+			return "Plan mode is already on."
+		}
+		e.planMode = true
+		e.changedLocked()
+		return "Plan mode on: new tasks wait for /go."
+	case "off":
+		if !e.planMode {
+			return "Plan mode is already off."
+		}
+		e.planMode = false
+		e.changedLocked()
+		if n := e.plannedCountLocked(); n > 0 {
+			return fmt.Sprintf("Plan mode off: new tasks start as usual; %d planned task(s) still wait for /go.", n)
+		}
+		return "Plan mode off."
+	case "":
+		state := "off"
+		if e.planMode {
+			state = "on"
+		}
+		return fmt.Sprintf("Plan mode is %s; %d planned task(s) wait for /go. Usage: /plan on|off", state, e.plannedCountLocked())
+	}
+	return "Usage: /plan on|off"
+}
+
+func (e *Engine) plannedCountLocked() int {
+	n := 0
+	for _, t := range e.tasks {
+		if t.planned && t.status == taskPending {
+			n++
+		}
+	}
+	return n
+}
+
+func (e *Engine) cmdGo(args string) string {
+	want := map[string]bool{}
+	for _, id := range strings.Fields(args) {
+		if t := e.taskByID[id]; t == nil || !t.planned || t.status != taskPending {
+			return fmt.Sprintf("%s is not a planned task. /tasks lists them.", id)
+		}
+		want[id] = true
+	}
+	var started []string
+	for _, t := range e.tasks {
+		if t.planned && t.status == taskPending && (len(want) == 0 || want[t.id]) {
+			t.planned = false
+			e.saveTaskLocked(t)
+			started = append(started, t.id)
+		}
+	}
+	if len(started) == 0 {
+		return "No planned tasks."
+	}
+	e.changedLocked()
+	e.dispatchLocked()
+	msg := fmt.Sprintf("Released %d planned task(s): %s", len(started), strings.Join(started, ", "))
+	if e.paused {
+		msg += " (dispatch is paused: /resume starts them)"
+	}
+	return msg
 }
 
 func (e *Engine) cmdResume(string) string {

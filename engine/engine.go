@@ -37,6 +37,15 @@ type Config struct {
 	Throttle func(ctx context.Context)
 	Logger   *slog.Logger
 
+	// Workspaces isolates workers (git worktrees); nil runs every task in Cwd.
+	Workspaces Workspaces
+	// Policy says which commands need a confirm first; nil: none do.
+	Policy *Policy
+	// Persister saves state in order with events; nil saves nothing.
+	Persister Persister
+	// Restore resumes a saved session; nil starts a fresh one.
+	Restore *Restore
+
 	Workers        int           // concurrency cap (workerMax); default 4
 	RequestTTL     time.Duration // confirm/ask expiry; default 30 min
 	MaxPending     int           // unresolved confirm/ask at once; default 256
@@ -64,7 +73,11 @@ type Engine struct {
 	nextTask   int
 	nextWorker int
 	paused     bool
+	planMode   bool
 	closing    bool
+	loops      []*loop
+	loopByID   map[string]*loop
+	nextLoop   int
 	version    uint64 // bumped on every change a snapshot shows
 	tools      map[string]*toolStat
 	broker     broker
@@ -106,9 +119,16 @@ func New(cfg Config) *Engine {
 		taskByID:   make(map[string]*task),
 		workerByID: make(map[string]*worker),
 		tools:      make(map[string]*toolStat),
+		loopByID:   make(map[string]*loop),
 	}
 	e.broker.init(e)
 	e.pub.Broadcast(commandCatalog())
+	if cfg.Restore != nil {
+		e.mu.Lock()
+		e.restoreLocked(cfg.Restore)
+		e.dispatchLocked()
+		e.mu.Unlock()
+	}
 	return e
 }
 

@@ -112,7 +112,7 @@ func (e *Engine) fleetStateLocked(now time.Time) *protocol.FleetState {
 		Coordinator: protocol.FleetCoordinatorState{
 			SessionID:      e.cfg.SessionID,
 			IsProcessing:   e.processingLocked(c),
-			PlanMode:       false,
+			PlanMode:       e.planMode,
 			DispatchPaused: e.paused,
 		},
 		Workers:      make([]protocol.FleetWorkerSummary, 0, len(e.workers)),
@@ -135,6 +135,7 @@ func (e *Engine) fleetStateLocked(now time.Time) *protocol.FleetState {
 		},
 		WorkerStatusCounts: &protocol.FleetWorkerStatusCounts{},
 		WorkerMax:          protocol.Int(int64(e.cfg.Workers)),
+		Loops:              e.loopSummariesLocked(),
 	}
 	for _, w := range e.workers {
 		switch w.status {
@@ -162,6 +163,7 @@ func (e *Engine) fleetStateLocked(now time.Time) *protocol.FleetState {
 			InputTokens:    protocol.Int(0),
 			OutputTokens:   protocol.Int(0),
 			RecentActivity: w.lastTool,
+			WorktreePath:   w.worktreePath,
 		}
 		if w.lastTool != "" {
 			ws.TopTools = []string{"shell"}

@@ -41,6 +41,10 @@ type task struct {
 	worker    string
 	createdAt time.Time
 	reason    string // why it failed
+	planned   bool   // created in plan mode: waits for /go
+	loopID    string // the loop this task is an iteration of
+	attempt   int    // the loop iteration (1-based); 0 outside loops
+	cancelled bool   // the operator cancelled it (ends its loop too)
 }
 
 type worker struct {
@@ -52,6 +56,8 @@ type worker struct {
 	cancel    context.CancelCauseFunc
 	toolUses  int64
 	lastTool  string
+	// The worker's workspace, once prepared.
+	worktreePath, branch, baseCommit string
 	// lastActivity is updated on the hot output path without e.mu.
 	lastActivity atomic.Int64 // epoch ms
 }
@@ -61,13 +67,16 @@ type toolStat struct {
 	lastUsed int64
 }
 
-// addTaskLocked creates a pending task and announces it.
+// addTaskLocked creates a pending task and announces it. In plan mode it
+// waits for /go.
 func (e *Engine) addTaskLocked(command string) *task {
 	e.nextTask++
-	t := &task{id: fmt.Sprintf("t%d", e.nextTask), command: command, status: taskPending, createdAt: time.Now()}
+	e.saveCounterLocked(counterTask, e.nextTask)
+	t := &task{id: fmt.Sprintf("t%d", e.nextTask), command: command, status: taskPending, createdAt: time.Now(), planned: e.planMode}
 	e.tasks = append(e.tasks, t)
 	e.taskByID[t.id] = t
 	e.hubLocked("coordinator", "task.created", t.id+": "+t.command)
+	e.saveTaskLocked(t)
 	e.changedLocked()
 	return t
 }
@@ -87,7 +96,7 @@ func (e *Engine) dispatchLocked() {
 		if running >= e.cfg.Workers {
 			return
 		}
-		if t.status == taskPending {
+		if t.status == taskPending && !t.planned {
 			e.startLocked(t)
 			running++
 		}
@@ -102,12 +111,14 @@ func (e *Engine) setTaskLocked(t *task, status, note string) {
 		text += ": " + note
 	}
 	e.hubLocked("coordinator", "task.updated", text)
+	e.saveTaskLocked(t)
 	e.changedLocked()
 }
 
 // startLocked spawns a worker for t and runs it on its own goroutine.
 func (e *Engine) startLocked(t *task) {
 	e.nextWorker++
+	e.saveCounterLocked(counterWorker, e.nextWorker)
 	id := fmt.Sprintf("w%d", e.nextWorker)
 	ctx, cancel := context.WithCancelCause(context.Background())
 	w := &worker{id: id, name: id, status: workerRunning, taskID: t.id, startedAt: time.Now(), cancel: cancel}
@@ -116,21 +127,76 @@ func (e *Engine) startLocked(t *task) {
 	e.workerByID[id] = w
 	t.worker = id
 	e.hubLocked(id, "spawned", t.id+": "+t.command)
+	e.saveWorkerLocked(w)
 	e.setTaskLocked(t, taskRunning, "")
 
-	env := e.cfg.Env
-	if env == nil {
-		env = os.Environ()
-	}
-	pt := provider.Task{ID: t.id, Prompt: t.command, Dir: e.cfg.Cwd, Env: env}
 	h := &host{e: e, w: w, t: t, ctx: ctx}
 	e.runWG.Add(1)
 	go func() {
 		defer e.runWG.Done()
 		defer cancel(nil)
-		res := e.cfg.Provider.Run(ctx, pt, h)
-		e.settle(w, t, res)
+		e.settle(w, t, e.run(ctx, h))
 	}()
+}
+
+// run carries a task out on its worker: prepare the workspace, get a
+// confirm when the policy asks for one, run the command through the
+// provider, and report the files it changed. It runs without e.mu.
+func (e *Engine) run(ctx context.Context, h *host) provider.Result {
+	w, t := h.w, h.t
+	dir := e.cfg.Cwd
+	var track func(context.Context) (func(context.Context) ([]FileChange, error), error)
+	if e.cfg.Workspaces != nil {
+		pctx, cancel := context.WithTimeout(ctx, workspaceTimeout)
+		ws, err := e.cfg.Workspaces.Prepare(pctx, w.id)
+		cancel()
+		if err != nil {
+			return provider.Result{ExitCode: -1, Err: fmt.Errorf("prepare workspace: %w", err)}
+		}
+		e.mu.Lock()
+		w.worktreePath, w.branch, w.baseCommit = ws.WorktreePath, ws.Branch, ws.BaseCommit
+		e.saveWorkerLocked(w)
+		e.changedLocked()
+		e.mu.Unlock()
+		for _, warn := range ws.Warnings {
+			h.Note(warn)
+		}
+		dir, track = ws.Dir, ws.Track
+	}
+	if pattern := e.cfg.Policy.Match(t.command); pattern != "" {
+		approved, err := h.Confirm(ctx, fmt.Sprintf("Run `%s`? It matches the confirm policy (%s).", t.command, pattern))
+		switch {
+		case ctx.Err() != nil:
+			return provider.Result{ExitCode: -1, Err: fmt.Errorf("cancelled: %w", context.Cause(ctx))}
+		case err != nil:
+			return provider.Result{ExitCode: -1, Err: errors.New("not started: the confirm ended without an answer")}
+		case !approved:
+			return provider.Result{ExitCode: -1, Err: errors.New("not started: denied by the operator")}
+		}
+	}
+	var finish func(context.Context) ([]FileChange, error)
+	if track != nil {
+		var err error
+		if finish, err = track(ctx); err != nil {
+			h.Note("file changes are not tracked for this command: " + err.Error())
+		}
+	}
+	env := e.cfg.Env
+	if env == nil {
+		env = os.Environ()
+	}
+	res := e.cfg.Provider.Run(ctx, provider.Task{ID: t.id, Prompt: t.command, Dir: dir, Env: env}, h)
+	if finish != nil {
+		// Changes are collected even after a cancel: they happened.
+		fctx, cancel := context.WithTimeout(context.Background(), workspaceTimeout)
+		changes, err := finish(fctx)
+		cancel()
+		if err != nil {
+			h.Note("could not collect file changes: " + err.Error())
+		}
+		e.publishChanges(w, "shell", changes)
+	}
+	return res
 }
 
 // settle records how a worker's task ended and dispatches the next one.
@@ -144,12 +210,17 @@ func (e *Engine) settle(w *worker, t *task, res provider.Result) {
 	if res.Err == nil {
 		w.status = workerCompleted
 		e.hubLocked(w.id, "completed", fmt.Sprintf("%s done in %s", t.id, dur))
+		e.saveWorkerLocked(w)
 		e.setTaskLocked(t, taskDone, "")
 	} else {
 		w.status = workerFailed
 		t.reason = res.Err.Error()
 		e.hubLocked(w.id, "failed", fmt.Sprintf("%s failed after %s: %s", t.id, dur, t.reason))
+		e.saveWorkerLocked(w)
 		e.setTaskLocked(t, taskFailed, t.reason)
+	}
+	if t.loopID != "" {
+		e.loopSettledLocked(t, res.Err == nil)
 	}
 	e.dispatchLocked()
 }
@@ -157,19 +228,27 @@ func (e *Engine) settle(w *worker, t *task, res provider.Result) {
 // cancelLocked cancels a task or a worker by id. A pending task fails at
 // once; a running one is stopped (its process group killed) and settles.
 func (e *Engine) cancelLocked(id string) string {
+	if l := e.loopByID[id]; l != nil {
+		return e.cancelLoopLocked(l)
+	}
 	t := e.taskByID[id]
 	if w := e.workerByID[id]; w != nil {
 		t = e.taskByID[w.taskID]
 	}
 	if t == nil {
-		return fmt.Sprintf("No task or worker %q. /tasks lists them.", id)
+		return fmt.Sprintf("No task, worker or loop %q. /tasks lists them.", id)
 	}
 	switch t.status {
 	case taskPending:
+		t.cancelled = true
 		t.reason = errCancelled.Error()
 		e.setTaskLocked(t, taskFailed, t.reason)
+		if t.loopID != "" {
+			e.loopSettledLocked(t, false)
+		}
 		return fmt.Sprintf("Cancelled %s before it started.", t.id)
 	case taskRunning, taskBlocked:
+		t.cancelled = true
 		w := e.workerByID[t.worker]
 		if w != nil && w.cancel != nil {
 			w.cancel(errCancelled)

@@ -1,0 +1,224 @@
+package engine
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/agents-fleet/fleet/protocol"
+)
+
+func reply(part string) func(protocol.Message) bool {
+	return func(m protocol.Message) bool {
+		r, ok := m.(*protocol.Reply)
+		return ok && strings.Contains(r.Text, part)
+	}
+}
+
+func TestPlanModeAndGo(t *testing.T) {
+	e, rec := newEngine(t, nil)
+	e.Prompt("test", "/plan on")
+	e.Prompt("test", "$ echo planned-1\n$ echo planned-2")
+	rec.waitFor("plan state", func(m protocol.Message) bool {
+		fs, ok := m.(*protocol.FleetState)
+		return ok && fs.Coordinator.PlanMode && fs.Tasks.Pending == 2 && fs.Tasks.Running == 0
+	})
+	e.Prompt("test", "/go t9")
+	rec.waitFor("bad id", reply("t9 is not a planned task"))
+	e.Prompt("test", "/go t2")
+	rec.waitFor("t2 ran", transcript("planned-2"))
+	e.Prompt("test", "/plan off")
+	rec.waitFor("still planned", reply("1 planned task(s) still wait"))
+	e.Prompt("test", "/go")
+	rec.waitFor("t1 ran", transcript("planned-1"))
+}
+
+func TestLoopUntilSuccess(t *testing.T) {
+	dir := t.TempDir()
+	e, rec := newEngine(t, func(c *Config) { c.Cwd = dir })
+	// Fails twice, then succeeds: a counter in a file.
+	e.Prompt("test", `/loop 5 n=$(cat n 2>/dev/null || echo 0); n=$((n+1)); echo $n > n; echo attempt-$n; [ $n -ge 3 ]`)
+	rec.waitFor("succeeded", reply("Loop L1 succeeded on attempt 3/5"))
+	fs := rec.waitFor("loop in fleetState", func(m protocol.Message) bool {
+		fs, ok := m.(*protocol.FleetState)
+		return ok && len(fs.Loops) == 1 && fs.Loops[0].Status == "succeeded"
+	}).(*protocol.FleetState)
+	if l := fs.Loops[0]; l.ID != "L1" || l.Iteration != 3 || l.Max != 5 || !strings.Contains(l.Goal, "attempt-$n") {
+		t.Fatalf("%+v", l)
+	}
+	if fs.Tasks.Total != 3 || fs.Tasks.Done != 1 {
+		t.Fatalf("%+v", fs.Tasks)
+	}
+}
+
+func TestLoopGivesUpAndCancel(t *testing.T) {
+	e, rec := newEngine(t, nil)
+	e.Prompt("test", "/loop 2 false")
+	rec.waitFor("failed", reply("Loop L1 failed: 2 attempts"))
+	e.Prompt("test", "/loop 0 true")
+	rec.waitFor("bad cap", reply("between 1 and 100"))
+	e.Prompt("test", "/loop 3 echo looping; sleep 30")
+	rec.waitFor("running", transcript("looping"))
+	e.Prompt("test", "/cancel L2")
+	rec.waitFor("cancelled", func(m protocol.Message) bool {
+		fs, ok := m.(*protocol.FleetState)
+		return ok && len(fs.Loops) == 2 && fs.Loops[1].Status == "cancelled" && fs.Tasks.Running == 0
+	})
+}
+
+func TestConfirmPolicy(t *testing.T) {
+	policy, err := NewPolicy(DefaultConfirmPatterns)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for cmd, want := range map[string]bool{
+		"git push origin main": true, "rm -rf build": true, "rm -fr /": true, "sudo ls": true,
+		"rm -r -f x": true, "git status": false, "echo rm": false, "go test ./...": false, "git pushd": false,
+	} {
+		if got := policy.Match(cmd) != ""; got != want {
+			t.Errorf("%q: match %v, want %v", cmd, got, want)
+		}
+	}
+	if _, err := NewPolicy([]string{"("}); err == nil {
+		t.Fatal("bad pattern accepted")
+	}
+	custom, _ := NewPolicy([]string{`^echo guarded`})
+	e, rec := newEngine(t, func(c *Config) { c.Policy = custom })
+	e.Prompt("test", "$ echo guarded-run")
+	c := rec.waitFor("confirm", func(m protocol.Message) bool { _, ok := m.(*protocol.ConfirmRequest); return ok }).(*protocol.ConfirmRequest)
+	if !strings.Contains(c.Summary, "echo guarded-run") || !strings.Contains(c.Summary, "confirm policy") {
+		t.Fatal(c.Summary)
+	}
+	for _, m := range rec.all() {
+		if tc, ok := m.(*protocol.ToolCall); ok {
+			t.Fatalf("started before the confirm: %+v", tc)
+		}
+	}
+	if err := e.AnswerConfirm(c.ID, true, "answered"); err != nil {
+		t.Fatal(err)
+	}
+	rec.waitFor("ran", transcript("guarded-run"))
+	e.Prompt("test", "$ echo guarded-denied")
+	c2 := rec.waitFor("confirm 2", func(m protocol.Message) bool {
+		c, ok := m.(*protocol.ConfirmRequest)
+		return ok && strings.Contains(c.Summary, "guarded-denied")
+	}).(*protocol.ConfirmRequest)
+	e.AnswerConfirm(c2.ID, false, "answered")
+	rec.waitFor("denied", hub("failed", "denied by the operator"))
+}
+
+// fakeWorkspaces gives each worker a directory and reports every file the
+// command left in it as created.
+type fakeWorkspaces struct {
+	root string
+	mu   sync.Mutex
+	made []string
+}
+
+func (f *fakeWorkspaces) Prepare(ctx context.Context, worker string) (Workspace, error) {
+	dir := filepath.Join(f.root, worker)
+	if err := os.Mkdir(dir, 0o700); err != nil {
+		return Workspace{}, err
+	}
+	f.mu.Lock()
+	f.made = append(f.made, worker)
+	f.mu.Unlock()
+	return Workspace{
+		Dir: dir, WorktreePath: dir, Branch: "fleet/s/" + worker, Warnings: []string{"a warning for " + worker},
+		Track: func(ctx context.Context) (func(context.Context) ([]FileChange, error), error) {
+			return func(ctx context.Context) ([]FileChange, error) {
+				entries, _ := os.ReadDir(dir)
+				var out []FileChange
+				for _, en := range entries {
+					out = append(out, FileChange{Path: en.Name(), AbsolutePath: filepath.Join(dir, en.Name()), Type: protocol.ChangeCreated})
+				}
+				return out, nil
+			}, nil
+		},
+	}, nil
+}
+
+func TestWorkspacesAndFileChanges(t *testing.T) {
+	ws := &fakeWorkspaces{root: t.TempDir()}
+	e, rec := newEngine(t, func(c *Config) { c.Workspaces = ws })
+	e.Prompt("test", "$ pwd; echo x > made.txt")
+	fc := rec.waitFor("fileChange", func(m protocol.Message) bool { _, ok := m.(*protocol.FileChange); return ok }).(*protocol.FileChange)
+	want := filepath.Join(ws.root, "w1", "made.txt")
+	if len(fc.Changes) != 1 || fc.Changes[0].Path != "made.txt" || fc.Changes[0].AbsolutePath != want ||
+		fc.Changes[0].Agent != "w1" || fc.Changes[0].Tool != "shell" || fc.Changes[0].ChangeType != protocol.ChangeCreated {
+		t.Fatalf("%+v", fc.Changes)
+	}
+	rec.waitFor("ran in its workspace", transcript(filepath.Join(ws.root, "w1")))
+	rec.waitFor("warning shown", transcript("a warning for w1"))
+	rec.waitFor("worktreePath", func(m protocol.Message) bool {
+		fs, ok := m.(*protocol.FleetState)
+		return ok && len(fs.Workers) == 1 && fs.Workers[0].WorktreePath == filepath.Join(ws.root, "w1")
+	})
+}
+
+// memPersister records what the engine saves.
+type memPersister struct {
+	mu       sync.Mutex
+	tasks    map[string]TaskRecord
+	workers  map[string]WorkerRecord
+	counters map[string]int64
+}
+
+func newMemPersister() *memPersister {
+	return &memPersister{tasks: map[string]TaskRecord{}, workers: map[string]WorkerRecord{}, counters: map[string]int64{}}
+}
+func (p *memPersister) SaveTask(r TaskRecord)     { p.mu.Lock(); p.tasks[r.ID] = r; p.mu.Unlock() }
+func (p *memPersister) SaveWorker(r WorkerRecord) { p.mu.Lock(); p.workers[r.ID] = r; p.mu.Unlock() }
+func (p *memPersister) SaveCounter(n string, v int64) {
+	p.mu.Lock()
+	p.counters[n] = v
+	p.mu.Unlock()
+}
+
+func TestRestoreInterruptsRunningAndRequeuesPending(t *testing.T) {
+	saved := &Restore{
+		Tasks: []TaskRecord{
+			{ID: "t1", Command: "echo one", Status: taskDone, Worker: "w1"},
+			{ID: "t2", Command: "sleep 100", Status: taskRunning, Worker: "w2"},
+			{ID: "t3", Command: "echo waiting", Status: taskBlocked, Worker: "w3"},
+			{ID: "t4", Command: "echo requeued", Status: taskPending},
+		},
+		Workers: []WorkerRecord{
+			{ID: "w1", TaskID: "t1", Status: workerCompleted, StartedAt: 1, EndedAt: 2},
+			{ID: "w2", TaskID: "t2", Status: workerRunning, StartedAt: 1, WorktreePath: "/wt/w2"},
+			{ID: "w3", TaskID: "t3", Status: workerIdle, StartedAt: 1},
+		},
+		Counters: map[string]int64{counterTask: 4, counterWorker: 3, counterRequest: 7},
+	}
+	p := newMemPersister()
+	e, rec := newEngine(t, func(c *Config) { c.Restore = saved; c.Persister = p })
+	rec.waitFor("t4 ran on a new worker", func(m protocol.Message) bool {
+		tr, ok := m.(*protocol.Transcript)
+		return ok && tr.Text == "requeued" && tr.Agent == "w4"
+	})
+	e.Prompt("test", "$ echo fresh")
+	rec.waitFor("t5 created", hub("task.created", "t5: echo fresh"))
+	fs := rec.waitFor("snapshot", func(m protocol.Message) bool {
+		fs, ok := m.(*protocol.FleetState)
+		return ok && fs.Tasks.Done == 3
+	}).(*protocol.FleetState)
+	if fs.Tasks.Total != 5 || fs.WorkerStatusCounts.Failed != 2 {
+		t.Fatalf("tasks %+v counts %+v", fs.Tasks, fs.WorkerStatusCounts)
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, id := range []string{"t2", "t3"} {
+		if r := p.tasks[id]; r.Status != taskFailed || r.Reason != reasonInterrupted {
+			t.Errorf("%s saved as %+v", id, r)
+		}
+	}
+	if p.workers["w2"].Status != workerFailed || p.workers["w2"].WorktreePath != "/wt/w2" {
+		t.Errorf("w2 saved as %+v", p.workers["w2"])
+	}
+	if p.counters[counterTask] != 5 || p.counters[counterWorker] != 5 {
+		t.Errorf("counters %v", p.counters)
+	}
+}

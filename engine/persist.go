@@ -1,0 +1,127 @@
+package engine
+
+import "time"
+
+// Persister saves session state. The engine calls it under its lock, in the
+// same order as it publishes events, so an implementation that queues both
+// into one journal (package journal) stores state and events consistently.
+// Optional: a nil Persister saves nothing.
+type Persister interface {
+	SaveTask(TaskRecord)
+	SaveWorker(WorkerRecord)
+	SaveCounter(name string, value int64)
+}
+
+// TaskRecord is a task as saved.
+type TaskRecord struct {
+	ID, Command, Status, Worker, Reason, LoopID string
+	Attempt                                     int
+	Planned                                     bool
+	CreatedAt, UpdatedAt                        int64 // epoch ms
+}
+
+// WorkerRecord is a worker as saved.
+type WorkerRecord struct {
+	ID, TaskID, Status                 string
+	WorktreePath, Branch, BaseCommit   string
+	StartedAt, EndedAt, LastActivityAt int64 // epoch ms; EndedAt 0 while live
+	ToolUses                           int64
+}
+
+// Restore is a saved session's state, handed to New to resume it.
+type Restore struct {
+	Tasks    []TaskRecord   // creation order
+	Workers  []WorkerRecord // creation order
+	Counters map[string]int64
+}
+
+// Counter names saved with SaveCounter.
+const (
+	counterTask    = "task"
+	counterWorker  = "worker"
+	counterRequest = "request"
+	counterLoop    = "loop"
+)
+
+// reasonInterrupted is why a task that was running when the previous
+// process ended is failed on resume.
+const reasonInterrupted = "interrupted"
+
+func (e *Engine) saveTaskLocked(t *task) {
+	if e.cfg.Persister == nil {
+		return
+	}
+	e.cfg.Persister.SaveTask(TaskRecord{
+		ID: t.id, Command: t.command, Status: t.status, Worker: t.worker, Reason: t.reason,
+		LoopID: t.loopID, Attempt: t.attempt, Planned: t.planned,
+		CreatedAt: t.createdAt.UnixMilli(), UpdatedAt: nowMs(),
+	})
+}
+
+func (e *Engine) saveWorkerLocked(w *worker) {
+	if e.cfg.Persister == nil {
+		return
+	}
+	var ended int64
+	if !w.endedAt.IsZero() {
+		ended = w.endedAt.UnixMilli()
+	}
+	e.cfg.Persister.SaveWorker(WorkerRecord{
+		ID: w.id, TaskID: w.taskID, Status: w.status,
+		WorktreePath: w.worktreePath, Branch: w.branch, BaseCommit: w.baseCommit,
+		StartedAt: w.startedAt.UnixMilli(), EndedAt: ended, LastActivityAt: w.lastActivity.Load(),
+		ToolUses: w.toolUses,
+	})
+}
+
+func (e *Engine) saveCounterLocked(name string, v int) {
+	if e.cfg.Persister != nil {
+		e.cfg.Persister.SaveCounter(name, int64(v))
+	}
+}
+
+// restoreLocked loads a saved session: tasks that were running (or blocked
+// on a request, which the previous process cancelled) fail as interrupted,
+// pending ones queue again, live workers are marked failed, and id counters
+// continue where they were so no id is reused.
+func (e *Engine) restoreLocked(r *Restore) {
+	e.nextTask = int(r.Counters[counterTask])
+	e.nextWorker = int(r.Counters[counterWorker])
+	e.broker.next = int(r.Counters[counterRequest])
+	e.nextLoop = int(r.Counters[counterLoop])
+	for _, tr := range r.Tasks {
+		t := &task{
+			id: tr.ID, command: tr.Command, status: tr.Status, worker: tr.Worker, reason: tr.Reason,
+			loopID: tr.LoopID, attempt: tr.Attempt, planned: tr.Planned,
+			createdAt: time.UnixMilli(tr.CreatedAt),
+		}
+		if t.status == taskRunning || t.status == taskBlocked {
+			t.status, t.reason = taskFailed, reasonInterrupted
+			e.hubLocked("coordinator", "task.updated", t.id+" failed: "+reasonInterrupted)
+			e.saveTaskLocked(t)
+		}
+		e.tasks = append(e.tasks, t)
+		e.taskByID[t.id] = t
+	}
+	for _, wr := range r.Workers {
+		w := &worker{
+			id: wr.ID, name: wr.ID, status: wr.Status, taskID: wr.TaskID,
+			startedAt: time.UnixMilli(wr.StartedAt), toolUses: wr.ToolUses,
+			worktreePath: wr.WorktreePath, branch: wr.Branch, baseCommit: wr.BaseCommit,
+		}
+		w.lastActivity.Store(wr.LastActivityAt)
+		if wr.EndedAt != 0 {
+			w.endedAt = time.UnixMilli(wr.EndedAt)
+		}
+		if w.status == workerRunning || w.status == workerIdle {
+			w.status = workerFailed
+			if w.endedAt.IsZero() {
+				w.endedAt = time.UnixMilli(max(wr.LastActivityAt, wr.StartedAt))
+			}
+			e.saveWorkerLocked(w)
+		}
+		e.workers = append(e.workers, w)
+		e.workerByID[w.id] = w
+	}
+	e.changedLocked()
+}
