@@ -146,6 +146,22 @@ func (r *replayCache) dropQuietestAgent() {
 	delete(r.transcripts, victim)
 }
 
+// seed loads history saved by a previous process (a resumed session), as if
+// it had been broadcast. total is how many conversation entries the
+// session has in all, so hydrate can say it is truncated.
+func (r *replayCache) seed(h *protocol.Hydrate, total int) {
+	for _, c := range h.Conversation {
+		r.conversation.push(c)
+	}
+	r.convoTotal = max(total, len(h.Conversation))
+	for _, l := range h.Transcripts {
+		r.addTranscript(&protocol.Transcript{Role: l.Role, Text: l.Text, Agent: l.Agent, Ts: l.Ts})
+	}
+	for _, ev := range h.Hub {
+		r.hub.push(ev)
+	}
+}
+
 // hydrate builds the history batch for one attach.
 func (r *replayCache) hydrate() *protocol.Hydrate {
 	h := &protocol.Hydrate{

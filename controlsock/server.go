@@ -272,6 +272,16 @@ func (s *Server) Broadcast(m protocol.Message) {
 	s.mu.Unlock()
 }
 
+// SeedHistory loads a resumed session's saved history into the replay
+// window, so consoles attaching after a restart see it in hydrate. Call it
+// before serving. conversationTotal is the session's whole conversation
+// length (hydrate is truncated when it exceeds the window).
+func (s *Server) SeedHistory(h *protocol.Hydrate, conversationTotal int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.replay.seed(h, conversationTotal)
+}
+
 // Shutdown stops accepting, gives every client until ctx is done to receive
 // what is already queued, then closes all connections and waits for the
 // server's goroutines to exit.

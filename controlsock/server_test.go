@@ -461,3 +461,19 @@ func TestShutdownFlushesQueuedFrames(t *testing.T) {
 	}
 	c.expectClosed()
 }
+
+func TestSeededHistoryIsHydrated(t *testing.T) {
+	h := newHarness(t, func(c *Config) { c.History.Conversation = 2 })
+	h.srv.SeedHistory(&protocol.Hydrate{
+		Conversation: []protocol.HydrateConversationEntry{{Role: "user", Text: "old prompt", Ts: 1}, {Role: "assistant", Text: "old reply", Ts: 2}},
+		Transcripts:  []protocol.HydrateTranscriptEntry{{Agent: "w1", Role: protocol.RoleTool, Text: "old line", Ts: 3}},
+		Hub:          []protocol.HubEvent{{From: "w1", Kind: "completed", Ts: 4}},
+	}, 10)
+	c := h.dial()
+	c.sendRaw(`{"type":"hello","token":"` + testToken + `","clientKind":"repl"}`)
+	hy := c.nextOf(protocol.TypeHydrate).(*protocol.Hydrate)
+	if len(hy.Conversation) != 2 || hy.Conversation[0].Text != "old prompt" || !hy.Truncated ||
+		len(hy.Transcripts) != 1 || hy.Transcripts[0].Text != "old line" || len(hy.Hub) != 1 {
+		t.Fatalf("%+v", hy)
+	}
+}

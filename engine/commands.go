@@ -29,6 +29,7 @@ func init() {
 		{"/plan", "/plan on|off", "Plan mode: new tasks are created but wait for /go.", "dispatch", (*Engine).cmdPlan},
 		{"/go", "/go [task...]", "Start planned tasks (all, or the ones named).", "dispatch", (*Engine).cmdGo},
 		{"/loop", "/loop [N] <command>", "Repeat a command until it exits 0, at most N attempts (default 5).", "tasks", (*Engine).cmdLoop},
+		{"/clean", "/clean [worker...] [--force]", "Remove finished workers' worktrees (dirty ones only with --force).", "workers", (*Engine).cmdClean},
 	}
 }
 

@@ -2,6 +2,7 @@ package engine
 
 import (
 	"context"
+	"errors"
 	"os"
 	"path/filepath"
 	"strings"
@@ -139,6 +140,36 @@ func (f *fakeWorkspaces) Prepare(ctx context.Context, worker string) (Workspace,
 			}, nil
 		},
 	}, nil
+}
+
+func (f *fakeWorkspaces) Remove(ctx context.Context, worker string, force bool) error {
+	dir := filepath.Join(f.root, worker)
+	if _, err := os.Stat(filepath.Join(dir, "dirty")); err == nil && !force {
+		return errors.New("uncommitted changes")
+	}
+	return os.RemoveAll(dir)
+}
+
+func TestCleanRemovesFinishedWorkspaces(t *testing.T) {
+	ws := &fakeWorkspaces{root: t.TempDir()}
+	e, rec := newEngine(t, func(c *Config) { c.Workspaces = ws })
+	e.Prompt("test", "$ touch dirty\n$ true")
+	rec.waitFor("t2 done", hub("completed", "t2"))
+	rec.waitFor("t1 done", hub("completed", "t1"))
+	e.Prompt("test", "/clean w9")
+	rec.waitFor("unknown", reply(`No worker "w9"`))
+	e.Prompt("test", "/clean")
+	r := rec.waitFor("clean result", reply("Removed 1 worktree(s)")).(*protocol.Reply)
+	if !strings.Contains(r.Text, "Kept 1") || !strings.Contains(r.Text, "--force") {
+		t.Fatal(r.Text)
+	}
+	e.Prompt("test", "/clean --force")
+	rec.waitFor("forced", reply("Removed 1 worktree(s): w1"))
+	if entries, _ := os.ReadDir(ws.root); len(entries) != 0 {
+		t.Fatalf("left: %v", entries)
+	}
+	e.Prompt("test", "/clean")
+	rec.waitFor("nothing left", reply("No finished worker has a worktree left"))
 }
 
 func TestWorkspacesAndFileChanges(t *testing.T) {

@@ -58,6 +58,7 @@ type worker struct {
 	lastTool  string
 	// The worker's workspace, once prepared.
 	worktreePath, branch, baseCommit string
+	cleaning                         bool // /clean is removing its worktree
 	// lastActivity is updated on the hot output path without e.mu.
 	lastActivity atomic.Int64 // epoch ms
 }

@@ -13,6 +13,9 @@ import (
 type Workspaces interface {
 	// Prepare creates the worker's workspace. It may take a while (git).
 	Prepare(ctx context.Context, worker string) (Workspace, error)
+	// Remove deletes a finished worker's workspace; a workspace with
+	// uncommitted changes is kept unless force.
+	Remove(ctx context.Context, worker string, force bool) error
 }
 
 // Workspace is one worker's directory.

@@ -1,0 +1,89 @@
+package engine
+
+import (
+	"context"
+	"fmt"
+	"strings"
+)
+
+// cmdClean removes finished workers' workspaces in the background: git can
+// take a while and must not hold the engine's lock.
+func (e *Engine) cmdClean(args string) string {
+	if e.cfg.Workspaces == nil {
+		return "Workers share the fleet's directory here (not a git repository): there are no worktrees to clean."
+	}
+	force := false
+	var names []string
+	for _, f := range strings.Fields(args) {
+		if f == "--force" || f == "-f" {
+			force = true
+		} else {
+			names = append(names, f)
+		}
+	}
+	var targets []*worker
+	for _, name := range names {
+		w := e.workerByID[name]
+		switch {
+		case w == nil:
+			return fmt.Sprintf("No worker %q. /workers lists them.", name)
+		case w.status == workerRunning || w.status == workerIdle:
+			return fmt.Sprintf("%s is still running; /cancel it first.", name)
+		case w.worktreePath == "" || w.cleaning:
+			return fmt.Sprintf("%s has no worktree to remove.", name)
+		}
+		targets = append(targets, w)
+	}
+	if len(names) == 0 {
+		for _, w := range e.workers {
+			if (w.status == workerCompleted || w.status == workerFailed) && w.worktreePath != "" && !w.cleaning {
+				targets = append(targets, w)
+			}
+		}
+	}
+	if len(targets) == 0 {
+		return "No finished worker has a worktree left."
+	}
+	for _, w := range targets {
+		w.cleaning = true
+	}
+	e.runWG.Add(1)
+	go func() {
+		defer e.runWG.Done()
+		e.removeWorkspaces(targets, force)
+	}()
+	return fmt.Sprintf("Removing %d worktree(s)…", len(targets))
+}
+
+func (e *Engine) removeWorkspaces(targets []*worker, force bool) {
+	var removed, kept []string
+	for _, w := range targets {
+		ctx, cancel := context.WithTimeout(context.Background(), workspaceTimeout)
+		err := e.cfg.Workspaces.Remove(ctx, w.id, force)
+		cancel()
+		e.mu.Lock()
+		w.cleaning = false
+		if err == nil {
+			w.worktreePath = ""
+			e.saveWorkerLocked(w)
+			e.changedLocked()
+			removed = append(removed, w.id)
+		} else {
+			kept = append(kept, fmt.Sprintf("%s (%v)", w.id, err))
+		}
+		e.mu.Unlock()
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	msg := fmt.Sprintf("Removed %d worktree(s)", len(removed))
+	if len(removed) > 0 {
+		msg += ": " + strings.Join(removed, ", ")
+	}
+	if len(kept) > 0 {
+		msg += fmt.Sprintf(". Kept %d: %s", len(kept), strings.Join(kept, "; "))
+		if !force {
+			msg += ". /clean --force removes worktrees with uncommitted changes."
+		}
+	}
+	e.replyLocked(msg)
+}
