@@ -22,6 +22,7 @@ import (
 	"github.com/agents-fleet/fleet/config"
 	"github.com/agents-fleet/fleet/controlsock"
 	"github.com/agents-fleet/fleet/engine"
+	"github.com/agents-fleet/fleet/journal"
 	"github.com/agents-fleet/fleet/protocol"
 	"github.com/agents-fleet/fleet/provider/local"
 	"github.com/agents-fleet/fleet/registry"
@@ -101,9 +102,6 @@ func runFleet(cmd *cobra.Command, o runOptions, prompt string) error {
 	if o.nativeRoot {
 		return errors.New("--native-root: native-root sessions are not available in this build yet; run without it (legacy)")
 	}
-	if o.resume != "" {
-		return errors.New("--resume: saved sessions are not available in this build yet")
-	}
 	if o.provider != "local" {
 		return fmt.Errorf("--provider %q: only the embedded \"local\" provider is available in this build", o.provider)
 	}
@@ -154,14 +152,22 @@ func runFleet(cmd *cobra.Command, o runOptions, prompt string) error {
 
 	stdinFile, isFile := cmd.InOrStdin().(*os.File)
 	interactive := !o.headless && isFile && term.IsTerminal(int(stdinFile.Fd()))
-	sessionID, err := randomHex(8)
+
+	// The session: a fresh one, or a saved one to resume.
+	st, err := openStore(home)
 	if err != nil {
 		return err
 	}
+	defer st.Close()
+	sess, err := openSession(cmd.Context(), st, o, name, cwd)
+	if err != nil {
+		return err
+	}
+
 	// In a terminal the console owns the screen: logs go to a file.
 	logOut := cmd.ErrOrStderr()
 	if interactive {
-		f, path, err := openLogFile(home, sessionID)
+		f, path, err := openLogFile(home, sess.id)
 		if err != nil {
 			return err
 		}
@@ -175,6 +181,16 @@ func runFleet(cmd *cobra.Command, o runOptions, prompt string) error {
 	defer stopSignals() // only once shutdown is complete
 	ctx, stop := context.WithCancel(sigCtx)
 	defer stop()
+
+	patterns := engine.DefaultConfirmPatterns
+	if file.ConfirmPatterns != nil {
+		patterns = *file.ConfirmPatterns
+	}
+	policy, err := engine.NewPolicy(patterns)
+	if err != nil {
+		return fmt.Errorf("%s: %w", config.Path(home), err)
+	}
+	ws, notes := openWorkspaces(ctx, home, sess.id, cwd)
 
 	// The control endpoint comes first: the token the server checks is the
 	// one in the token file a console will read.
@@ -191,45 +207,59 @@ func runFleet(cmd *cobra.Command, o runOptions, prompt string) error {
 		return err
 	}
 
-	// The server exists even without a socket: the terminal console attaches
-	// to it in-process, so every surface sees the same stream.
+	// Events flow engine → journal (saved first) → server (fanned out). The
+	// server exists even without a socket: the terminal console attaches to
+	// it in-process, so every surface sees the same stream.
 	var eng *engine.Engine
 	srv := controlsock.New(controlsock.Config{
 		Token:   token,
 		Backend: lazyBackend{&eng},
-		Welcome: protocol.Welcome{SessionID: sessionID, Model: "local", SessionName: name, Cwd: cwd},
+		Welcome: protocol.Welcome{SessionID: sess.id, Model: "local", SessionName: sess.name, Cwd: cwd},
 		Logger:  logger.With("component", "controlsock"),
 	})
+	if sess.history != nil {
+		srv.SeedHistory(sess.history, sess.conversationTotal)
+	}
+	jr := journal.New(st, sess.id, srv, logger.With("component", "journal"))
 	eng = engine.New(engine.Config{
-		SessionID:      sessionID,
-		SessionName:    name,
+		SessionID:      sess.id,
+		SessionName:    sess.name,
 		Cwd:            cwd,
 		Provider:       &local.Provider{},
-		Publisher:      srv,
+		Publisher:      jr,
+		Persister:      jr,
 		Throttle:       srv.Throttle,
+		Workspaces:     ws,
+		Policy:         policy,
+		Restore:        sess.restore,
 		Logger:         logger.With("component", "engine"),
 		Workers:        sw.Workers,
 		RequestTTL:     o.requestTTL,
 		StatusInterval: o.statusEvery,
 	})
+	for _, n := range append(sess.notes, notes...) {
+		eng.Announce(n)
+	}
 
 	engineDone := make(chan struct{})
 	go func() { defer close(engineDone); eng.Run(ctx) }()
+	stopAll := func() {
+		stop()
+		shutdown(eng, engineDone, jr, srv, logger)
+	}
 	serveDone := make(chan error, 1)
 	if ep != nil {
 		go func() { serveDone <- srv.Serve(ep.ln) }()
 		d := registry.Descriptor{
-			SchemaVersion: registry.SchemaVersion, ID: ep.id, PID: os.Getpid(), Name: name, Cwd: cwd,
+			SchemaVersion: registry.SchemaVersion, ID: ep.id, PID: os.Getpid(), Name: sess.name, Cwd: cwd,
 			SocketPath: ep.socketPath, TokenPath: ep.tokenPath, FleetHome: home,
 			StartedAt: time.Now().UnixMilli(), ProtocolVersion: protocol.Version, HubAttach: sw.HubAttach,
 		}
 		if err := ep.register(d); err != nil {
-			stop()
-			shutdown(eng, srv, logger)
-			<-engineDone
+			stopAll()
 			return err
 		}
-		logger.Info("fleet listening", "id", ep.id, "name", name, "socket", ep.socketPath, "tokenFile", ep.tokenPath, "hubAttach", sw.HubAttach)
+		logger.Info("fleet listening", "id", ep.id, "session", sess.id, "name", sess.name, "socket", ep.socketPath, "tokenFile", ep.tokenPath, "hubAttach", sw.HubAttach)
 	}
 
 	if prompt != "" {
@@ -256,13 +286,15 @@ func runFleet(cmd *cobra.Command, o runOptions, prompt string) error {
 			exitErr = err
 		}
 	}
-	stop()
+	if interactive {
+		// The console has stopped; say what happens next on the terminal.
+		fmt.Fprintln(cmd.ErrOrStderr(), "fleet: shutting down: stopping running tasks, cancelling pending questions…")
+	}
 	if ep != nil {
 		// Hubs and `fleet ls` stop seeing the fleet before it goes away.
 		ep.unregister(logger)
 	}
-	shutdown(eng, srv, logger)
-	<-engineDone
+	stopAll()
 	if ep != nil && !serveEnded {
 		<-serveDone // Shutdown closed the listener
 	}
@@ -270,13 +302,16 @@ func runFleet(cmd *cobra.Command, o runOptions, prompt string) error {
 }
 
 // shutdown stops the engine (tasks killed, pending requests cancelled and
-// announced) and then gives clients a moment to receive the last frames.
-func shutdown(eng *engine.Engine, srv *controlsock.Server, logger *slog.Logger) {
+// announced), saves and forwards what the journal holds, and then gives
+// clients a moment to receive the last frames.
+func shutdown(eng *engine.Engine, engineDone <-chan struct{}, jr *journal.Journal, srv *controlsock.Server, logger *slog.Logger) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	if err := eng.Shutdown(ctx); err != nil {
 		logger.Error("engine shutdown", "err", err)
 	}
+	<-engineDone
+	jr.Close()
 	fctx, fcancel := context.WithTimeout(context.Background(), 3*time.Second)
 	defer fcancel()
 	if err := srv.Shutdown(fctx); err != nil {

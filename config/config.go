@@ -13,6 +13,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"regexp"
 	"strings"
 	"unicode/utf8"
 )
@@ -79,6 +80,11 @@ type File struct {
 	TelegramHub   *TelegramHub `json:"telegramHub,omitempty"`
 	Workers       *int         `json:"workers,omitempty"`
 	Name          string       `json:"name,omitempty"`
+	// ConfirmPatterns replaces the default confirm policy: commands
+	// matching any of these Go regular expressions need an operator's
+	// confirm before they start. An empty list turns the policy off; nil
+	// (absent) keeps the defaults.
+	ConfirmPatterns *[]string `json:"confirmPatterns,omitempty"`
 }
 
 // TelegramHub is the "telegramHub" object of config.json.
@@ -146,6 +152,16 @@ func (f File) validate() error {
 	}
 	if err := checkName(f.Name); err != nil {
 		return fmt.Errorf("field \"name\" %w", err)
+	}
+	if f.ConfirmPatterns != nil {
+		if len(*f.ConfirmPatterns) > 256 {
+			return fmt.Errorf("field \"confirmPatterns\" has %d entries; the limit is 256", len(*f.ConfirmPatterns))
+		}
+		for i, p := range *f.ConfirmPatterns {
+			if _, err := regexp.Compile(p); err != nil {
+				return fmt.Errorf("field \"confirmPatterns\" entry %d (%q) is not a valid regular expression: %v", i+1, p, err)
+			}
+		}
 	}
 	return nil
 }

@@ -192,3 +192,29 @@ func write(t *testing.T, home, content string) string {
 	}
 	return path
 }
+
+func TestConfirmPatterns(t *testing.T) {
+	home := t.TempDir()
+	write := func(s string) {
+		if err := os.WriteFile(filepath.Join(home, "config.json"), []byte(s), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write(`{"confirmPatterns": ["^make deploy", "\\bterraform apply\\b"]}`)
+	f, err := Load(home)
+	if err != nil || f.ConfirmPatterns == nil || len(*f.ConfirmPatterns) != 2 {
+		t.Fatalf("%+v %v", f, err)
+	}
+	write(`{"confirmPatterns": []}`)
+	if f, err := Load(home); err != nil || f.ConfirmPatterns == nil || len(*f.ConfirmPatterns) != 0 {
+		t.Fatalf("empty list must be kept (turns the policy off): %+v %v", f, err)
+	}
+	write(`{"confirmPatterns": ["("]}`)
+	if _, err := Load(home); err == nil || !strings.Contains(err.Error(), "confirmPatterns") || !strings.Contains(err.Error(), "config.json") {
+		t.Fatalf("bad regexp: %v", err)
+	}
+	write(`{"confirmPatterns": "git push"}`)
+	if _, err := Load(home); err == nil || !strings.Contains(err.Error(), "confirmPatterns") {
+		t.Fatalf("wrong type: %v", err)
+	}
+}

@@ -224,6 +224,14 @@ func (e *Engine) Shutdown(ctx context.Context) error {
 	return nil
 }
 
+// Announce publishes a note from the fleet to every console (a reply), for
+// example that tasks run without isolation outside a git repository.
+func (e *Engine) Announce(text string) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.replyLocked(text)
+}
+
 // changedLocked marks state as changed for the next snapshot tick.
 func (e *Engine) changedLocked() { e.version++ }
 

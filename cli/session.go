@@ -1,0 +1,209 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"path/filepath"
+	"sort"
+	"time"
+
+	"github.com/agents-fleet/fleet/engine"
+	"github.com/agents-fleet/fleet/protocol"
+	"github.com/agents-fleet/fleet/store"
+	"github.com/agents-fleet/fleet/worktree"
+)
+
+// Session modes (DESIGN §7).
+const (
+	modeLegacy = "legacy"
+	modeNative = "native"
+)
+
+// hydrateLimits is the history a resumed session replays to consoles; the
+// same window the control server keeps live.
+var hydrateLimits = store.Limits{Conversation: 200, TranscriptPerAgent: 200, TranscriptAgents: 64, Hub: 500}
+
+func openStore(home string) (*store.Store, error) {
+	return store.Open(filepath.Join(home, "state", "fleet.db"))
+}
+
+// session is what `fleet run` starts from: a fresh session or a saved one.
+type session struct {
+	id, name          string
+	restore           *engine.Restore
+	history           *protocol.Hydrate
+	conversationTotal int
+	notes             []string // told to the operator once the fleet runs
+}
+
+// openSession creates a new session, or loads the one named by --resume.
+func openSession(ctx context.Context, st *store.Store, o runOptions, name, cwd string) (*session, error) {
+	mode := modeLegacy
+	if o.nativeRoot {
+		mode = modeNative
+	}
+	if o.resume == "" {
+		id, err := randomHex(8)
+		if err != nil {
+			return nil, err
+		}
+		now := time.Now().UnixMilli()
+		if err := st.CreateSession(ctx, store.Session{
+			ID: id, Name: name, Cwd: cwd, Provider: o.provider, Model: o.provider, Mode: mode,
+			StartedAt: now, LastActive: now,
+		}); err != nil {
+			return nil, fmt.Errorf("save the new session: %w", err)
+		}
+		return &session{id: id, name: name}, nil
+	}
+
+	saved, err := st.GetSession(ctx, o.resume)
+	if err != nil {
+		if errors.Is(err, store.ErrNotFound) {
+			return nil, fmt.Errorf("--resume %s: no saved session with that id (fleet sessions lists them)", o.resume)
+		}
+		return nil, fmt.Errorf("--resume %s: %w", o.resume, err)
+	}
+	switch {
+	case o.nativeRoot && saved.Mode != modeNative:
+		return nil, fmt.Errorf("--resume %s: the session is %s; it cannot be resumed with --native-root (resume it without the flag)", saved.ID, saved.Mode)
+	case o.noNativeRoot && saved.Mode == modeNative:
+		return nil, fmt.Errorf("--resume %s: the session is native; it cannot be resumed with --no-native-root (resume it without the flag)", saved.ID)
+	case saved.Mode == modeNative:
+		return nil, fmt.Errorf("--resume %s: the session is native, and native-root sessions are not available in this build", saved.ID)
+	}
+	loaded, err := st.Load(ctx, saved.ID, hydrateLimits)
+	if err != nil {
+		return nil, fmt.Errorf("--resume %s: load the session: %w", saved.ID, err)
+	}
+	s := &session{id: saved.ID, name: saved.Name, restore: toRestore(loaded), conversationTotal: loaded.ConversationTotal}
+	s.history = toHydrate(loaded)
+	s.notes = append(s.notes, fmt.Sprintf("Resumed session %s (%s), started %s.", saved.ID, saved.Name,
+		time.UnixMilli(saved.StartedAt).Format(time.DateTime)))
+	if saved.Cwd != cwd {
+		s.notes = append(s.notes, fmt.Sprintf("The session ran in %s; it now runs in %s.", saved.Cwd, cwd))
+	}
+	return s, nil
+}
+
+func toRestore(l *store.Loaded) *engine.Restore {
+	r := &engine.Restore{Counters: l.Counters}
+	for _, t := range l.Tasks {
+		r.Tasks = append(r.Tasks, engine.TaskRecord{
+			ID: t.ID, Command: t.Command, Status: t.Status, Worker: t.Worker, Reason: t.Reason,
+			LoopID: t.LoopID, Attempt: t.Attempts, Planned: t.Planned, CreatedAt: t.CreatedAt, UpdatedAt: t.UpdatedAt,
+		})
+	}
+	for _, w := range l.Workers {
+		r.Workers = append(r.Workers, engine.WorkerRecord{
+			ID: w.ID, TaskID: w.TaskID, Status: w.Status, WorktreePath: w.WorktreePath, Branch: w.Branch,
+			BaseCommit: w.BaseCommit, StartedAt: w.StartedAt, EndedAt: w.EndedAt, LastActivityAt: w.LastActivityAt,
+			ToolUses: w.ToolUses,
+		})
+	}
+	return r
+}
+
+func toHydrate(l *store.Loaded) *protocol.Hydrate {
+	h := &protocol.Hydrate{}
+	for _, c := range l.Conversation {
+		h.Conversation = append(h.Conversation, protocol.HydrateConversationEntry{Role: protocol.Role(c.Role), Text: c.Text, Ts: c.Ts})
+	}
+	for agent, lines := range l.Transcripts {
+		for _, t := range lines {
+			h.Transcripts = append(h.Transcripts, protocol.HydrateTranscriptEntry{Agent: agent, Role: protocol.Role(t.Role), Text: t.Text, Ts: t.Ts})
+		}
+	}
+	sort.SliceStable(h.Transcripts, func(i, j int) bool { return h.Transcripts[i].Ts < h.Transcripts[j].Ts })
+	for _, ev := range l.Hub {
+		h.Hub = append(h.Hub, protocol.HubEvent{From: ev.From, Kind: ev.Kind, To: ev.To, Text: ev.Text, Ts: ev.Ts})
+	}
+	return h
+}
+
+// openWorkspaces gives workers git worktrees when cwd is in a repository.
+// Outside one (or without git) tasks share cwd, and the notes say so once.
+func openWorkspaces(ctx context.Context, home, sessionID, cwd string) (engine.Workspaces, []string) {
+	root := filepath.Join(home, "worktrees", sessionID)
+	m, err := worktree.Open(ctx, cwd, root, sessionID)
+	if err != nil {
+		if errors.Is(err, worktree.ErrNotRepo) {
+			return nil, []string{fmt.Sprintf("%s is not in a git repository: tasks run there directly, without worktrees, and file changes are not reported.", cwd)}
+		}
+		return nil, []string{fmt.Sprintf("Worktrees are unavailable (%v): tasks run in %s directly.", err, cwd)}
+	}
+	var notes []string
+	if m.Dirty() {
+		notes = append(notes, fmt.Sprintf("The repository has uncommitted changes; workers' worktrees start from HEAD (%s) without them.", short(m.Head())))
+	}
+	rel, err := filepath.Rel(m.RepoRoot(), realPath(cwd))
+	if err != nil || rel == ".." || filepath.IsAbs(rel) || len(rel) >= 3 && rel[:3] == "../" {
+		rel = "."
+	}
+	return &gitWorkspaces{m: m, rel: rel}, notes
+}
+
+// gitWorkspaces adapts worktree.Manager to the engine: a worker runs in the
+// directory of its worktree that corresponds to the fleet's cwd, and file
+// changes are reported relative to that cwd.
+type gitWorkspaces struct {
+	m   *worktree.Manager
+	rel string // the fleet's cwd relative to the repository root
+}
+
+func (g *gitWorkspaces) Prepare(ctx context.Context, worker string) (engine.Workspace, error) {
+	wt, err := g.m.Create(ctx, worker)
+	if err != nil {
+		return engine.Workspace{}, err
+	}
+	ws := engine.Workspace{
+		Dir: filepath.Join(wt.Path, g.rel), WorktreePath: wt.Path, Branch: wt.Branch,
+		BaseCommit: wt.BaseCommit, Warnings: wt.Warnings,
+	}
+	ws.Track = func(ctx context.Context) (func(context.Context) ([]engine.FileChange, error), error) {
+		before, err := worktree.TakeSnapshot(ctx, wt.Path)
+		if err != nil {
+			return nil, err
+		}
+		return func(ctx context.Context) ([]engine.FileChange, error) {
+			after, err := worktree.TakeSnapshot(ctx, wt.Path)
+			if err != nil {
+				return nil, err
+			}
+			var out []engine.FileChange
+			changes, err := worktree.Changes(ctx, before, after)
+			if err != nil {
+				return nil, err
+			}
+			for _, c := range changes {
+				p := filepath.FromSlash(c.Path)
+				rel, err := filepath.Rel(g.rel, p)
+				if err != nil {
+					rel = p
+				}
+				out = append(out, engine.FileChange{Path: filepath.ToSlash(rel), AbsolutePath: filepath.Join(wt.Path, p), Type: protocol.ChangeType(c.Type)})
+			}
+			return out, nil
+		}, nil
+	}
+	return ws, nil
+}
+
+func (g *gitWorkspaces) Remove(ctx context.Context, worker string, force bool) error {
+	return g.m.Remove(ctx, worker, force)
+}
+
+func realPath(p string) string {
+	if r, err := filepath.EvalSymlinks(p); err == nil {
+		return r
+	}
+	return p
+}
+
+func short(sha string) string {
+	if len(sha) > 12 {
+		return sha[:12]
+	}
+	return sha
+}

@@ -1,0 +1,147 @@
+package cli
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/agents-fleet/fleet/config"
+	"github.com/agents-fleet/fleet/worktree"
+)
+
+func newSessionsCmd() *cobra.Command {
+	var asJSON bool
+	cmd := &cobra.Command{
+		Use:   "sessions",
+		Short: "List saved fleet sessions",
+		Long: `sessions lists the fleet sessions saved in <fleetHome>/state/fleet.db, newest
+activity first: id, name, mode, when it started and was last active, its task
+counts and the directory it ran in. Resume one with fleet run --resume ID (a
+unique prefix of the id is enough).`,
+		Example: "  fleet sessions\n  fleet sessions --json | jq '.[0].id'\n  fleet run --resume 3f2a",
+		Args:    cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			home, err := config.Home()
+			if err != nil {
+				return err
+			}
+			if _, err := os.Stat(filepath.Join(home, "state", "fleet.db")); os.IsNotExist(err) {
+				if asJSON {
+					fmt.Fprintln(cmd.OutOrStdout(), "[]")
+				} else {
+					fmt.Fprintln(cmd.OutOrStdout(), "no saved sessions")
+				}
+				return nil
+			}
+			st, err := openStore(home)
+			if err != nil {
+				return err
+			}
+			defer st.Close()
+			list, err := st.Sessions(cmd.Context())
+			if err != nil {
+				return err
+			}
+			out := cmd.OutOrStdout()
+			if asJSON {
+				type row struct {
+					ID         string `json:"id"`
+					Name       string `json:"name"`
+					Cwd        string `json:"cwd"`
+					Mode       string `json:"mode"`
+					StartedAt  int64  `json:"startedAt"`
+					LastActive int64  `json:"lastActive"`
+					Tasks      any    `json:"tasks"`
+				}
+				rows := make([]row, 0, len(list))
+				for _, s := range list {
+					rows = append(rows, row{s.ID, s.Name, s.Cwd, s.Mode, s.StartedAt, s.LastActive, map[string]int{
+						"pending": s.Tasks.Pending, "running": s.Tasks.Running, "blocked": s.Tasks.Blocked,
+						"done": s.Tasks.Done, "failed": s.Tasks.Failed, "total": s.Tasks.Total,
+					}})
+				}
+				enc := json.NewEncoder(out)
+				enc.SetIndent("", "  ")
+				return enc.Encode(rows)
+			}
+			if len(list) == 0 {
+				fmt.Fprintln(out, "no saved sessions")
+				return nil
+			}
+			tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
+			fmt.Fprintln(tw, "ID\tNAME\tMODE\tSTARTED\tLAST ACTIVE\tTASKS (done/failed/total)\tCWD")
+			for _, s := range list {
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d/%d/%d\t%s\n", s.ID, s.Name, s.Mode,
+					time.UnixMilli(s.StartedAt).Format("2006-01-02 15:04"), ago(s.LastActive),
+					s.Tasks.Done, s.Tasks.Failed, s.Tasks.Total, s.Cwd)
+			}
+			return tw.Flush()
+		},
+	}
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
+	return cmd
+}
+
+func ago(ms int64) string {
+	d := time.Since(time.UnixMilli(ms)).Round(time.Second)
+	switch {
+	case d < time.Minute:
+		return fmt.Sprintf("%ds ago", int(d.Seconds()))
+	case d < time.Hour:
+		return fmt.Sprintf("%dm ago", int(d.Minutes()))
+	case d < 48*time.Hour:
+		return fmt.Sprintf("%dh ago", int(d.Hours()))
+	}
+	return fmt.Sprintf("%dd ago", int(d.Hours()/24))
+}
+
+func newWorktreesCmd() *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "worktrees",
+		Short: "Manage the git worktrees fleet workers leave for review",
+	}
+	var force bool
+	prune := &cobra.Command{
+		Use:   "prune",
+		Short: "Remove fleet worktrees of this repository (dirty ones only with --force)",
+		Long: `prune removes every worktree that fleet workers created for the repository
+containing the current directory, across sessions, together with its branch
+fleet/<session>/<worker>. Worktrees with uncommitted or untracked changes are
+kept unless --force is given.`,
+		Example: "  fleet worktrees prune\n  fleet worktrees prune --force",
+		Args:    cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			home, err := config.Home()
+			if err != nil {
+				return err
+			}
+			cwd, err := os.Getwd()
+			if err != nil {
+				return err
+			}
+			removed, skipped, err := worktree.Prune(cmd.Context(), cwd, filepath.Join(home, "worktrees"), force)
+			out := cmd.OutOrStdout()
+			for _, r := range removed {
+				fmt.Fprintln(out, "removed", r)
+			}
+			for _, s := range skipped {
+				fmt.Fprintln(out, "kept", s)
+			}
+			if err != nil {
+				return err
+			}
+			if len(removed) == 0 && len(skipped) == 0 {
+				fmt.Fprintln(out, "no fleet worktrees for this repository")
+			}
+			return nil
+		},
+	}
+	prune.Flags().BoolVarP(&force, "force", "f", false, "also remove worktrees with uncommitted changes")
+	cmd.AddCommand(prune)
+	return cmd
+}

@@ -1,0 +1,195 @@
+// Package journal saves a fleet session as it goes and only then tells the
+// clients: it sits between the engine and the control server, writes every
+// event worth keeping (conversation, transcripts, hub events) and the
+// engine's task, worker and counter state to the store in batches, and
+// forwards the events after their batch committed. So whatever a client was
+// told is in the database, even if the process is killed right after.
+//
+// One goroutine drains a bounded queue in order; a burst of events becomes
+// one transaction of up to MaxBatch records (group commit).
+package journal
+
+import (
+	"context"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/agents-fleet/fleet/engine"
+	"github.com/agents-fleet/fleet/protocol"
+	"github.com/agents-fleet/fleet/store"
+)
+
+const (
+	// QueueLen bounds the events waiting to be saved. A full queue makes
+	// the producer wait (task output is throttled anyway; the engine's own
+	// events are few).
+	QueueLen = 8192
+	// MaxBatch is the most records saved in one transaction.
+	MaxBatch = 1024
+)
+
+// Publisher is where saved events go next (the control server).
+type Publisher interface {
+	Broadcast(m protocol.Message)
+}
+
+// Journal implements engine.Publisher and engine.Persister.
+type Journal struct {
+	st      *store.Store
+	session string
+	next    Publisher
+	log     *slog.Logger
+
+	mu     sync.RWMutex // guards closed; held (read) while sending on in
+	closed bool
+	in     chan item
+	done   chan struct{}
+
+	failing bool // the last Append failed; owned by the run goroutine
+}
+
+type item struct {
+	msg protocol.Message // forwarded after the batch is saved; may be nil
+	rec store.Record     // saved; zero when msg is not worth keeping
+}
+
+// New starts a journal for session, saving to st and forwarding to next.
+func New(st *store.Store, session string, next Publisher, log *slog.Logger) *Journal {
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	j := &Journal{st: st, session: session, next: next, log: log, in: make(chan item, QueueLen), done: make(chan struct{})}
+	go j.run()
+	return j
+}
+
+// Broadcast saves m when it is part of the session's history, then
+// forwards it.
+func (j *Journal) Broadcast(m protocol.Message) { j.send(item{msg: m, rec: recordFor(m)}) }
+
+// SaveTask, SaveWorker and SaveCounter save engine state in order with the
+// events around them.
+func (j *Journal) SaveTask(t engine.TaskRecord) {
+	j.send(item{rec: store.Record{Task: &store.Task{
+		ID: t.ID, Command: t.Command, Status: t.Status, Worker: t.Worker, Reason: t.Reason,
+		LoopID: t.LoopID, Attempts: t.Attempt, Planned: t.Planned, CreatedAt: t.CreatedAt, UpdatedAt: t.UpdatedAt,
+	}}})
+}
+
+func (j *Journal) SaveWorker(w engine.WorkerRecord) {
+	j.send(item{rec: store.Record{Worker: &store.Worker{
+		ID: w.ID, TaskID: w.TaskID, Status: w.Status, WorktreePath: w.WorktreePath, Branch: w.Branch,
+		BaseCommit: w.BaseCommit, StartedAt: w.StartedAt, EndedAt: w.EndedAt, LastActivityAt: w.LastActivityAt,
+		ToolUses: w.ToolUses,
+	}}})
+}
+
+func (j *Journal) SaveCounter(name string, value int64) {
+	j.send(item{rec: store.Record{Counter: &store.Counter{Name: name, Value: value}}})
+}
+
+func (j *Journal) send(it item) {
+	j.mu.RLock()
+	defer j.mu.RUnlock()
+	if j.closed {
+		j.log.Warn("journal closed; event dropped", "type", typeOf(it.msg))
+		return
+	}
+	j.in <- it
+}
+
+// Close saves and forwards everything queued, then stops. Events sent
+// after Close are dropped with a warning.
+func (j *Journal) Close() {
+	j.mu.Lock()
+	if !j.closed {
+		j.closed = true
+		close(j.in)
+	}
+	j.mu.Unlock()
+	<-j.done
+}
+
+func (j *Journal) run() {
+	defer close(j.done)
+	batch := make([]item, 0, MaxBatch)
+	recs := make([]store.Record, 0, MaxBatch)
+	for it := range j.in {
+		batch = append(batch[:0], it)
+	fill:
+		for len(batch) < MaxBatch {
+			select {
+			case more, ok := <-j.in:
+				if !ok {
+					break fill
+				}
+				batch = append(batch, more)
+			default:
+				break fill
+			}
+		}
+		recs = recs[:0]
+		for _, b := range batch {
+			if !b.rec.IsZero() {
+				recs = append(recs, b.rec)
+			}
+		}
+		if len(recs) > 0 {
+			j.save(recs)
+		}
+		for i := range batch {
+			if batch[i].msg != nil {
+				j.next.Broadcast(batch[i].msg)
+			}
+			batch[i] = item{}
+		}
+	}
+}
+
+// save appends recs. If the store fails (disk full, read-only), the fleet
+// keeps running and telling clients: it says once that the session is not
+// being saved, logs the error, and tries again with every batch.
+func (j *Journal) save(recs []store.Record) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	err := j.st.Append(ctx, j.session, recs)
+	switch {
+	case err != nil && !j.failing:
+		j.failing = true
+		j.log.Error("saving the session failed; events are still delivered but not saved", "err", err, "records", len(recs))
+		j.next.Broadcast(&protocol.Transcript{Role: protocol.RoleSystem, Ts: time.Now().UnixMilli(),
+			Text: "The session is not being saved: " + err.Error() + ". It cannot be resumed past this point until the problem is fixed."})
+	case err == nil && j.failing:
+		j.failing = false
+		j.log.Info("saving the session works again")
+		j.next.Broadcast(&protocol.Transcript{Role: protocol.RoleSystem, Ts: time.Now().UnixMilli(),
+			Text: "The session is being saved again."})
+	}
+}
+
+// recordFor maps the events that make up a session's history to records.
+func recordFor(m protocol.Message) store.Record {
+	switch m := m.(type) {
+	case *protocol.UserMessage:
+		return store.Record{Conversation: &store.ConversationEntry{Role: "user", Source: m.Source, Text: m.Text, RequestID: m.RequestID, Ts: time.Now().UnixMilli()}}
+	case *protocol.Reply:
+		ts := m.Ts
+		if ts == 0 {
+			ts = time.Now().UnixMilli()
+		}
+		return store.Record{Conversation: &store.ConversationEntry{Role: "assistant", Text: m.Text, Ts: ts}}
+	case *protocol.Transcript:
+		return store.Record{Transcript: &store.TranscriptLine{Agent: m.Agent, Role: string(m.Role), Text: m.Text, Stream: string(m.Stream), Ts: m.Ts}}
+	case *protocol.HubEvent:
+		return store.Record{Hub: &store.HubEvent{From: m.From, Kind: m.Kind, To: m.To, Text: m.Text, Ts: m.Ts}}
+	}
+	return store.Record{}
+}
+
+func typeOf(m protocol.Message) string {
+	if m == nil {
+		return "record"
+	}
+	return m.MessageType()
+}

@@ -1,0 +1,345 @@
+// Package store persists fleet sessions in SQLite (modernc.org/sqlite, no
+// cgo) so that they can be listed and resumed after a crash or a restart.
+//
+// Durability: the database runs in WAL mode with synchronous=NORMAL, so a
+// transaction that Append (or CreateSession) committed survives a crash or a
+// kill -9 of the process; only a power loss or an OS crash can drop the last
+// transactions before a checkpoint. See docs/store.md.
+//
+// A Store is safe for concurrent use. Writes go through one connection, in
+// one transaction per call; reads use a small pool of their own, so a Load or
+// a Sessions listing never waits behind a batch (WAL readers see the last
+// committed state).
+package store
+
+import (
+	"bytes"
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"modernc.org/sqlite"
+	sqlite3 "modernc.org/sqlite/lib"
+)
+
+// Errors callers may branch on. Every other error wraps the SQLite error and
+// names the database path when it concerns the file.
+var (
+	// ErrNotFound: no session has that id or id prefix.
+	ErrNotFound = errors.New("session not found")
+	// ErrAmbiguous: an id prefix matches more than one session.
+	ErrAmbiguous = errors.New("session id prefix is ambiguous")
+	// ErrExists: CreateSession with an id that is already taken.
+	ErrExists = errors.New("session already exists")
+	// ErrSchemaTooNew: the database was written by a newer fleet binary.
+	ErrSchemaTooNew = errors.New("database schema is newer than this fleet binary")
+	// ErrClosed: the Store was closed.
+	ErrClosed = errors.New("store is closed")
+)
+
+const (
+	// busyTimeout is how long a statement waits for another process's write
+	// lock (several fleets share one fleet.db) before failing with SQLITE_BUSY.
+	busyTimeout = 10 * time.Second
+	// readConns caps the read pool. Reads are short (Load is bounded by
+	// Limits), so a few connections serve a daemon and its CLI callers.
+	readConns = 4
+	// sqliteHeader starts every SQLite database file.
+	sqliteHeader = "SQLite format 3\x00"
+)
+
+// Store is an open fleet.db.
+type Store struct {
+	path string
+	w    *sql.DB // exactly one connection: all writes, BEGIN IMMEDIATE
+	r    *sql.DB // read pool, query_only
+
+	// rclosed is set by Close, for readers (which do not take wmu).
+	rclosed atomic.Bool
+
+	// wmu serialises writers in this process and guards the fields below it.
+	// It is held for a whole Append, so the caches only ever see committed
+	// rows.
+	wmu    sync.Mutex
+	closed bool
+	stmts  stmts
+	// sids caches session id → sid (sessions are never deleted).
+	sids map[string]int64
+	// aids caches (sid, agent) → aid of transcript_agents (never deleted).
+	aids map[agentKey]int64
+	// scratch is reused by Append.
+	scratch batch
+	// now returns the wall clock in epoch ms; tests replace it.
+	now func() int64
+	// testHookRecord, when set, runs before Append writes record i; an
+	// error fails the batch there (tests of the rollback path).
+	testHookRecord func(i int) error
+}
+
+// Open opens or creates the database at path and brings its schema up to
+// date. The parent directory is created 0700 and a new file 0600 (SQLite
+// gives the -wal and -shm files the database file's mode). A file that is not
+// a SQLite database, a schema newer than this binary knows (ErrSchemaTooNew),
+// a read-only file or directory, or a full disk fail with an error that names
+// the path, and Open writes nothing to a file it rejects.
+func Open(path string) (*Store, error) {
+	if path == "" {
+		return nil, errors.New("open store: empty path")
+	}
+	abs, err := filepath.Abs(path)
+	if err != nil {
+		return nil, fmt.Errorf("open store %s: %w", path, err)
+	}
+	if err := os.MkdirAll(filepath.Dir(abs), 0o700); err != nil {
+		return nil, fmt.Errorf("open store %s: create directory: %w", abs, err)
+	}
+	if err := prepareFile(abs); err != nil {
+		return nil, err
+	}
+
+	uri := fileURI(abs)
+	ms := busyTimeout.Milliseconds()
+	// mode=rw: never create the file behind our back (prepareFile did, with
+	// 0600). _txlock=immediate: a write transaction takes the write lock at
+	// BEGIN, so busy_timeout applies and a read-only database fails there.
+	// journal_mode is set by setWAL below, not here.
+	w, err := sql.Open("sqlite", fmt.Sprintf("%s?mode=rw&_txlock=immediate"+
+		"&_pragma=busy_timeout(%d)&_pragma=foreign_keys(1)&_pragma=synchronous(NORMAL)", uri, ms))
+	if err != nil {
+		return nil, openError(abs, err)
+	}
+	w.SetMaxOpenConns(1)
+	w.SetMaxIdleConns(1)
+	w.SetConnMaxLifetime(0)
+	w.SetConnMaxIdleTime(0)
+
+	s := &Store{
+		path: abs,
+		w:    w,
+		sids: make(map[string]int64),
+		aids: make(map[agentKey]int64),
+		now:  func() int64 { return time.Now().UnixMilli() },
+	}
+	ctx := context.Background()
+	if err := s.checkWritable(ctx); err != nil {
+		w.Close()
+		return nil, openError(abs, err)
+	}
+	// Migrations first: they refuse a newer schema before anything is
+	// written, the switch to WAL included.
+	if err := migrate(ctx, w); err != nil {
+		w.Close()
+		return nil, openError(abs, err)
+	}
+	if err := setWAL(ctx, w); err != nil {
+		w.Close()
+		return nil, openError(abs, err)
+	}
+	if err := s.stmts.prepare(ctx, w); err != nil {
+		s.stmts.close()
+		w.Close()
+		return nil, openError(abs, err)
+	}
+	// The read pool is opened after the migrations, so it never sees an old
+	// schema.
+	r, err := sql.Open("sqlite", fmt.Sprintf("%s?mode=rw&_pragma=busy_timeout(%d)&_pragma=query_only(1)", uri, ms))
+	if err == nil {
+		r.SetMaxOpenConns(readConns)
+		r.SetMaxIdleConns(readConns)
+		err = r.PingContext(ctx)
+		if err != nil {
+			r.Close()
+		}
+	}
+	if err != nil {
+		s.stmts.close()
+		w.Close()
+		return nil, openError(abs, err)
+	}
+	s.r = r
+	return s, nil
+}
+
+// Path returns the absolute path of the database file.
+func (s *Store) Path() string { return s.path }
+
+// Close closes the database. The last connection to close checkpoints the
+// WAL into the database file and removes the -wal and -shm files.
+func (s *Store) Close() error {
+	s.wmu.Lock()
+	defer s.wmu.Unlock()
+	if s.closed {
+		return nil
+	}
+	s.closed = true
+	s.rclosed.Store(true)
+	s.stmts.close()
+	err := s.r.Close()
+	if werr := s.w.Close(); err == nil {
+		err = werr
+	}
+	if err != nil {
+		return fmt.Errorf("close store %s: %w", s.path, err)
+	}
+	return nil
+}
+
+// prepareFile creates a missing database file with mode 0600, and refuses an
+// existing file that is not a SQLite database, before SQLite touches it.
+func prepareFile(path string) error {
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	if err == nil {
+		// Created empty: SQLite treats an empty file as a new database.
+		return f.Close()
+	}
+	if !errors.Is(err, fs.ErrExist) {
+		return openError(path, err)
+	}
+	f, err = os.Open(path)
+	if err != nil {
+		return openError(path, err)
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		return openError(path, err)
+	}
+	if !st.Mode().IsRegular() {
+		return fmt.Errorf("open store %s: not a regular file", path)
+	}
+	var hdr [len(sqliteHeader)]byte
+	n, err := io.ReadFull(f, hdr[:])
+	if n == 0 && (err == io.EOF || err == nil) {
+		return nil // empty: a database nobody has written yet
+	}
+	if !bytes.Equal(hdr[:n], []byte(sqliteHeader)) {
+		return fmt.Errorf("open store %s: not a SQLite database (refusing to touch it)", path)
+	}
+	if err != nil {
+		return fmt.Errorf("open store %s: not a SQLite database (file too short)", path)
+	}
+	return nil
+}
+
+// checkWritable fails when SQLite fell back to opening the file read-only
+// (it does so silently when the file is not writable), before any migration
+// could half-run.
+func (s *Store) checkWritable(ctx context.Context) error {
+	conn, err := s.w.Conn(ctx)
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	var ro bool
+	err = conn.Raw(func(dc any) error {
+		c, ok := dc.(interface{ IsReadOnly(string) (bool, error) })
+		if !ok {
+			return nil
+		}
+		var err error
+		ro, err = c.IsReadOnly("main")
+		return err
+	})
+	if err != nil {
+		return err
+	}
+	if ro {
+		return errReadOnly
+	}
+	return nil
+}
+
+// setWAL switches the database to WAL mode (persistent: a no-op once done).
+// The switch needs an exclusive lock and SQLite does not run the busy
+// handler for it, so when several processes open a new file at once the
+// losers retry here, up to busyTimeout.
+func setWAL(ctx context.Context, db *sql.DB) error {
+	deadline := time.Now().Add(busyTimeout)
+	for wait := time.Millisecond; ; wait = min(2*wait, 50*time.Millisecond) {
+		var mode string
+		err := db.QueryRowContext(ctx, `PRAGMA journal_mode = WAL`).Scan(&mode)
+		var se *sqlite.Error
+		if err != nil && errors.As(err, &se) && se.Code()&0xff == sqlite3.SQLITE_BUSY && time.Now().Before(deadline) {
+			time.Sleep(wait)
+			continue
+		}
+		if err != nil {
+			return err
+		}
+		if !strings.EqualFold(mode, "wal") {
+			return fmt.Errorf("journal_mode is %q, WAL could not be set", mode)
+		}
+		return nil
+	}
+}
+
+var errReadOnly = errors.New("SQLite could only open it read-only")
+
+// openError wraps err with the path and, for the failures an operator can
+// fix, says what is wrong in words.
+func openError(path string, err error) error {
+	if hint := fileHint(path, err); hint != "" {
+		return fmt.Errorf("open store %s: %s: %w", path, hint, err)
+	}
+	return fmt.Errorf("open store %s: %w", path, err)
+}
+
+// fileHint describes, for an operator, a failure that comes from the
+// database file or the disk rather than from the caller; "" otherwise.
+func fileHint(path string, err error) string {
+	var se *sqlite.Error
+	switch {
+	case errors.Is(err, ErrSchemaTooNew):
+		return "" // the error says it all
+	case errors.Is(err, errReadOnly), errors.Is(err, fs.ErrPermission):
+		return readOnlyHint(path)
+	case errors.As(err, &se):
+		switch se.Code() & 0xff {
+		case sqlite3.SQLITE_READONLY, sqlite3.SQLITE_CANTOPEN, sqlite3.SQLITE_PERM, sqlite3.SQLITE_AUTH:
+			return readOnlyHint(path)
+		case sqlite3.SQLITE_NOTADB, sqlite3.SQLITE_CORRUPT:
+			return "not a usable SQLite database (refusing to touch it)"
+		case sqlite3.SQLITE_FULL:
+			return "the disk is full"
+		case sqlite3.SQLITE_IOERR:
+			return "I/O error on the database file (is the disk full?)"
+		case sqlite3.SQLITE_BUSY:
+			return "another process holds the database locked"
+		}
+	}
+	return ""
+}
+
+// readOnlyHint says which of the file and its directory (where SQLite must
+// create the -wal and -shm files) is not writable, when it can tell.
+func readOnlyHint(path string) string {
+	dir := filepath.Dir(path)
+	_, err := os.Stat(path)
+	switch {
+	case err == nil && !writable(path):
+		return "the database file is not writable"
+	case !writable(dir):
+		return "directory " + dir + " is not writable (SQLite needs it for the -wal and -shm files)"
+	}
+	return "the database or its directory is not writable"
+}
+
+// fileURI turns an absolute path into a SQLite URI filename, escaping the
+// characters ('?', '#', '%', …) that would otherwise end or alter the path.
+func fileURI(abs string) string {
+	p := filepath.ToSlash(abs)
+	if p == "" || p[0] != '/' {
+		p = "/" + p // Windows: file:///C:/…
+	}
+	return (&url.URL{Scheme: "file", Path: p}).String()
+}

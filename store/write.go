@@ -1,0 +1,365 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"strings"
+
+	"modernc.org/sqlite"
+	sqlite3 "modernc.org/sqlite/lib"
+)
+
+// Prepared write statements, indexes into stmts. stTranscript+k inserts
+// 1<<k transcript lines at once, k ≤ maxLinesLog.
+const (
+	stConversation = iota
+	stTranscript
+	_ // 2 lines
+	_ // 4
+	_ // 8
+	_ // 16
+	_ // 32
+	stHub
+	stTask
+	stWorker
+	stCounter
+	stAgentGet
+	stAgentAdd
+	stAgentTouch
+	stSessionTouch
+	nStmts
+)
+
+// maxLinesLog: transcript lines are inserted up to 1<<maxLinesLog per
+// statement; a multi-row INSERT costs a third less per line than one row per
+// statement (BenchmarkAppendTranscript, see docs/store.md).
+const (
+	maxLinesLog = 5
+	maxLines    = 1 << maxLinesLog
+	lineArgs    = 5 // parameters per transcript row
+)
+
+var stmtSQL = func() [nStmts]string {
+	q := [nStmts]string{
+		stConversation: `INSERT INTO conversation (sid, ts, role, source, text, request_id) VALUES (?, ?, ?, ?, ?, ?)`,
+		stHub:          `INSERT INTO hub (sid, ts, from_agent, kind, to_agent, text) VALUES (?, ?, ?, ?, ?, ?)`,
+		stTask: `INSERT INTO tasks (sid, id, command, status, worker, reason, created_at, updated_at, attempts, loop_id, planned)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+		ON CONFLICT (sid, id) DO UPDATE SET command = excluded.command, status = excluded.status,
+			worker = excluded.worker, reason = excluded.reason, created_at = excluded.created_at,
+			updated_at = excluded.updated_at, attempts = excluded.attempts, loop_id = excluded.loop_id,
+			planned = excluded.planned`,
+		stWorker: `INSERT INTO workers (sid, id, task_id, status, worktree_path, branch, base_commit, started_at, ended_at,
+			last_activity_at, tool_uses)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+		ON CONFLICT (sid, id) DO UPDATE SET task_id = excluded.task_id, status = excluded.status,
+			worktree_path = excluded.worktree_path, branch = excluded.branch, base_commit = excluded.base_commit,
+			started_at = excluded.started_at, ended_at = excluded.ended_at,
+			last_activity_at = excluded.last_activity_at, tool_uses = excluded.tool_uses`,
+		stCounter: `INSERT INTO counters (sid, name, value) VALUES (?, ?, ?)
+		ON CONFLICT (sid, name) DO UPDATE SET value = excluded.value`,
+		stAgentGet: `SELECT aid FROM transcript_agents WHERE sid = ? AND agent = ?`,
+		stAgentAdd: `INSERT INTO transcript_agents (sid, agent) VALUES (?, ?)`,
+		// An index lookup on transcript (aid, seq), once per agent per batch.
+		stAgentTouch:   `UPDATE transcript_agents SET last_seq = (SELECT max(seq) FROM transcript WHERE aid = ?1), lines = lines + ?2 WHERE aid = ?1`,
+		stSessionTouch: `UPDATE sessions SET last_active = ?, conversation_count = conversation_count + ?, hub_count = hub_count + ? WHERE sid = ?`,
+	}
+	for k := 0; k <= maxLinesLog; k++ {
+		rows := strings.TrimSuffix(strings.Repeat("(?, ?, ?, ?, ?), ", 1<<k), ", ")
+		q[stTranscript+k] = `INSERT INTO transcript (aid, ts, role, stream, text) VALUES ` + rows
+	}
+	return q
+}()
+
+// stmts are the write statements, prepared once on the write connection and
+// bound to each batch's transaction with tx.Stmt (which reuses the prepared
+// statement, since the pool has only that connection).
+type stmts [nStmts]*sql.Stmt
+
+func (st *stmts) prepare(ctx context.Context, db *sql.DB) error {
+	for i, q := range stmtSQL {
+		p, err := db.PrepareContext(ctx, q)
+		if err != nil {
+			return fmt.Errorf("prepare %q: %w", q, err)
+		}
+		st[i] = p
+	}
+	return nil
+}
+
+func (st *stmts) close() {
+	for i, p := range st {
+		if p != nil {
+			p.Close()
+			st[i] = nil
+		}
+	}
+}
+
+type agentKey struct {
+	sid   int64
+	agent string
+}
+
+// batch is Append's scratch space, reused across calls (guarded by wmu).
+type batch struct {
+	tx      [nStmts]*sql.Stmt // statements bound to the current transaction
+	touched []agentTouch      // agents that got lines in this batch
+	added   []agentKey        // aids cached by this batch, forgotten on rollback
+	lines   []any             // arguments of transcript rows not inserted yet
+}
+
+type agentTouch struct {
+	aid, lines int64
+}
+
+func (b *batch) reset() {
+	b.tx = [nStmts]*sql.Stmt{}
+	b.touched = b.touched[:0]
+	b.added = b.added[:0]
+	clear(b.lines) // drop references to the caller's strings
+	b.lines = b.lines[:0]
+}
+
+// flushLines inserts the pending transcript rows, in order: full chunks of
+// maxLines rows, then the remainder in chunks of decreasing powers of two.
+func (b *batch) flushLines(s *Store, tx *sql.Tx) error {
+	args := b.lines
+	for len(args) > 0 {
+		k := maxLinesLog
+		for len(args) < lineArgs<<k {
+			k--
+		}
+		n := lineArgs << k
+		if _, err := b.stmt(s, tx, stTranscript+k).Exec(args[:n]...); err != nil {
+			return err
+		}
+		args = args[n:]
+	}
+	clear(b.lines)
+	b.lines = b.lines[:0]
+	return nil
+}
+
+// stmt returns statement i bound to tx, binding it on first use in the batch.
+func (b *batch) stmt(s *Store, tx *sql.Tx, i int) *sql.Stmt {
+	if b.tx[i] == nil {
+		b.tx[i] = tx.Stmt(s.stmts[i])
+	}
+	return b.tx[i]
+}
+
+// touch returns the index of aid in b.touched, adding it.
+func (b *batch) touch(aid int64) int {
+	for i := range b.touched {
+		if b.touched[i].aid == aid {
+			return i
+		}
+	}
+	b.touched = append(b.touched, agentTouch{aid: aid})
+	return len(b.touched) - 1
+}
+
+// CreateSession records a new session. Mode must be ModeLegacy or
+// ModeNative; a LastActive of zero is set to StartedAt. An existing id is an
+// error wrapping ErrExists.
+func (s *Store) CreateSession(ctx context.Context, sess Session) error {
+	switch {
+	case sess.ID == "":
+		return errors.New("create session: empty id")
+	case sess.Mode != ModeLegacy && sess.Mode != ModeNative:
+		return fmt.Errorf("create session %s: mode %q is neither %q nor %q", sess.ID, sess.Mode, ModeLegacy, ModeNative)
+	}
+	if sess.LastActive == 0 {
+		sess.LastActive = sess.StartedAt
+	}
+	s.wmu.Lock()
+	defer s.wmu.Unlock()
+	if s.closed {
+		return ErrClosed
+	}
+	res, err := s.w.ExecContext(ctx, `INSERT INTO sessions (id, name, cwd, provider, model, mode, repo_root, started_at, last_active)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+		sess.ID, sess.Name, sess.Cwd, sess.Provider, sess.Model, sess.Mode, sess.RepoRoot, sess.StartedAt, sess.LastActive)
+	if err != nil {
+		var se *sqlite.Error
+		if errors.As(err, &se) && se.Code() == sqlite3.SQLITE_CONSTRAINT_UNIQUE {
+			return fmt.Errorf("create session %s: %w", sess.ID, ErrExists)
+		}
+		return fmt.Errorf("create session %s: %w", sess.ID, err)
+	}
+	if sid, err := res.LastInsertId(); err == nil {
+		s.sids[sess.ID] = sid
+	}
+	return nil
+}
+
+// Append writes recs in one transaction: when it returns nil they are
+// committed and survive a kill -9 of the process; when it returns an error
+// none of them was written. Tasks, workers and counters are upserted; the
+// other kinds are appended in order. The session's LastActive moves to the
+// wall clock (one update per batch). An empty batch writes nothing.
+func (s *Store) Append(ctx context.Context, sessionID string, recs []Record) error {
+	if len(recs) == 0 {
+		return nil
+	}
+	for i := range recs {
+		if err := recs[i].check(); err != nil {
+			return fmt.Errorf("append to session %s: record %d: %w", sessionID, i, err)
+		}
+	}
+	s.wmu.Lock()
+	defer s.wmu.Unlock()
+	if s.closed {
+		return ErrClosed
+	}
+	if err := s.appendLocked(ctx, sessionID, recs); err != nil {
+		if hint := fileHint(s.path, err); hint != "" {
+			return fmt.Errorf("append to session %s: %s: %s: %w", sessionID, s.path, hint, err)
+		}
+		return fmt.Errorf("append to session %s: %w", sessionID, err)
+	}
+	return nil
+}
+
+// appendLocked is Append. s.wmu must be held.
+func (s *Store) appendLocked(ctx context.Context, sessionID string, recs []Record) (err error) {
+	sid, err := s.sidLocked(ctx, sessionID)
+	if err != nil {
+		return err
+	}
+	tx, err := s.w.BeginTx(ctx, nil)
+	if err != nil {
+		return err
+	}
+	b := &s.scratch
+	b.reset()
+	defer func() {
+		if err != nil {
+			tx.Rollback()
+			for _, k := range b.added {
+				delete(s.aids, k)
+			}
+		}
+		b.reset()
+	}()
+
+	// Rows are executed without ctx: a cancellable ctx costs the driver a
+	// goroutine per statement. Cancellation still aborts the batch, since
+	// database/sql rolls the transaction back when ctx is done.
+	var convN, hubN int64
+	var agent string
+	ti := -1 // index in b.touched of agent's aid
+	for i := range recs {
+		if s.testHookRecord != nil {
+			if err := s.testHookRecord(i); err != nil {
+				return err
+			}
+		}
+		r := &recs[i]
+		switch {
+		case r.Transcript != nil:
+			l := r.Transcript
+			if ti < 0 || l.Agent != agent {
+				aid, err := s.aidLocked(tx, sid, l.Agent)
+				if err != nil {
+					return err
+				}
+				agent, ti = l.Agent, b.touch(aid)
+			}
+			b.touched[ti].lines++
+			b.lines = append(b.lines, b.touched[ti].aid, l.Ts, l.Role, l.Stream, l.Text)
+			if len(b.lines) == lineArgs*maxLines {
+				if err := b.flushLines(s, tx); err != nil {
+					return err
+				}
+			}
+		case r.Conversation != nil:
+			c := r.Conversation
+			if _, err := b.stmt(s, tx, stConversation).Exec(sid, c.Ts, c.Role, c.Source, c.Text, c.RequestID); err != nil {
+				return err
+			}
+			convN++
+		case r.Hub != nil:
+			h := r.Hub
+			if _, err := b.stmt(s, tx, stHub).Exec(sid, h.Ts, h.From, h.Kind, h.To, h.Text); err != nil {
+				return err
+			}
+			hubN++
+		case r.Task != nil:
+			t := r.Task
+			_, err := b.stmt(s, tx, stTask).Exec(sid, t.ID, t.Command, t.Status, t.Worker, t.Reason,
+				t.CreatedAt, t.UpdatedAt, t.Attempts, t.LoopID, t.Planned)
+			if err != nil {
+				return err
+			}
+		case r.Worker != nil:
+			w := r.Worker
+			_, err := b.stmt(s, tx, stWorker).Exec(sid, w.ID, w.TaskID, w.Status, w.WorktreePath, w.Branch,
+				w.BaseCommit, w.StartedAt, w.EndedAt, w.LastActivityAt, w.ToolUses)
+			if err != nil {
+				return err
+			}
+		case r.Counter != nil:
+			if _, err := b.stmt(s, tx, stCounter).Exec(sid, r.Counter.Name, r.Counter.Value); err != nil {
+				return err
+			}
+		}
+	}
+	if err := b.flushLines(s, tx); err != nil {
+		return err
+	}
+	for _, a := range b.touched {
+		if _, err := b.stmt(s, tx, stAgentTouch).Exec(a.aid, a.lines); err != nil {
+			return err
+		}
+	}
+	if _, err := b.stmt(s, tx, stSessionTouch).Exec(s.now(), convN, hubN, sid); err != nil {
+		return err
+	}
+	return tx.Commit()
+}
+
+// sidLocked returns the integer key of session id. s.wmu must be held.
+func (s *Store) sidLocked(ctx context.Context, id string) (int64, error) {
+	if sid, ok := s.sids[id]; ok {
+		return sid, nil
+	}
+	var sid int64
+	err := s.w.QueryRowContext(ctx, `SELECT sid FROM sessions WHERE id = ?`, id).Scan(&sid)
+	if errors.Is(err, sql.ErrNoRows) {
+		return 0, ErrNotFound
+	}
+	if err != nil {
+		return 0, err
+	}
+	s.sids[id] = sid
+	return sid, nil
+}
+
+// aidLocked returns the transcript_agents key of (sid, agent), creating the
+// row in tx. s.wmu must be held; a key created here is remembered in
+// s.scratch.added so that a rollback forgets it.
+func (s *Store) aidLocked(tx *sql.Tx, sid int64, agent string) (int64, error) {
+	k := agentKey{sid, agent}
+	if aid, ok := s.aids[k]; ok {
+		return aid, nil
+	}
+	b := &s.scratch
+	var aid int64
+	err := b.stmt(s, tx, stAgentGet).QueryRow(sid, agent).Scan(&aid)
+	if errors.Is(err, sql.ErrNoRows) {
+		var res sql.Result
+		if res, err = b.stmt(s, tx, stAgentAdd).Exec(sid, agent); err == nil {
+			aid, err = res.LastInsertId()
+		}
+	}
+	if err != nil {
+		return 0, err
+	}
+	s.aids[k] = aid
+	b.added = append(b.added, k)
+	return aid, nil
+}
