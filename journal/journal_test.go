@@ -1,0 +1,128 @@
+package journal
+
+import (
+	"context"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+
+	"go.uber.org/goleak"
+
+	"github.com/agents-fleet/fleet/engine"
+	"github.com/agents-fleet/fleet/protocol"
+	"github.com/agents-fleet/fleet/store"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+// checkingPublisher asserts, for every transcript it is handed, that the
+// line is already in the database: told implies stored.
+type checkingPublisher struct {
+	t       *testing.T
+	st      *store.Store
+	session string
+	mu      sync.Mutex
+	got     []protocol.Message
+}
+
+func (p *checkingPublisher) Broadcast(m protocol.Message) {
+	if _, ok := m.(*protocol.Transcript); ok {
+		n, err := p.st.TranscriptCount(context.Background(), p.session)
+		p.mu.Lock()
+		seen := 0
+		for _, g := range p.got {
+			if tr, ok := g.(*protocol.Transcript); ok && tr.Role == protocol.RoleTool {
+				seen++
+			}
+		}
+		p.mu.Unlock()
+		if err != nil || n < int64(seen+1) {
+			p.t.Errorf("transcript %d forwarded before it was saved (%d saved, err %v)", seen+1, n, err)
+		}
+	}
+	p.mu.Lock()
+	p.got = append(p.got, m)
+	p.mu.Unlock()
+}
+
+func openStore(t *testing.T) *store.Store {
+	st, err := store.Open(filepath.Join(t.TempDir(), "state", "fleet.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := st.CreateSession(context.Background(), store.Session{ID: "s1", Name: "n", Cwd: "/", Mode: store.ModeLegacy}); err != nil {
+		t.Fatal(err)
+	}
+	return st
+}
+
+func TestSaveThenForwardInOrder(t *testing.T) {
+	st := openStore(t)
+	defer st.Close()
+	pub := &checkingPublisher{t: t, st: st, session: "s1"}
+	j := New(st, "s1", pub, nil)
+	j.Broadcast(&protocol.UserMessage{Source: "alice", Text: "$ make", RequestID: "r1"})
+	j.SaveTask(engine.TaskRecord{ID: "t1", Command: "make", Status: "running", Worker: "w1", Planned: true})
+	j.SaveWorker(engine.WorkerRecord{ID: "w1", TaskID: "t1", Status: "running", LastActivityAt: 42})
+	j.SaveCounter("task", 1)
+	const n = 5000
+	for i := range n {
+		j.Broadcast(&protocol.Transcript{Role: protocol.RoleTool, Text: "line", Agent: "w1", Ts: int64(i)})
+	}
+	j.Broadcast(&protocol.HubEvent{From: "w1", Kind: "completed", Ts: 7})
+	j.Broadcast(&protocol.Status{Processing: false}) // forwarded, not saved
+	j.Close()
+	j.Broadcast(&protocol.Reply{Text: "after close"}) // dropped
+
+	if len(pub.got) != n+3 {
+		t.Fatalf("forwarded %d, want %d", len(pub.got), n+3)
+	}
+	if pub.got[0].MessageType() != protocol.TypeUserMessage || pub.got[n+1].MessageType() != protocol.TypeHubEvent {
+		t.Fatal("order changed")
+	}
+	for i := 1; i <= n; i++ {
+		if tr := pub.got[i].(*protocol.Transcript); tr.Ts != int64(i-1) {
+			t.Fatalf("transcript %d out of order", i)
+		}
+	}
+	l, err := st.Load(context.Background(), "s1", store.Limits{Conversation: 10, TranscriptPerAgent: 10, TranscriptAgents: 4, Hub: 10})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(l.Conversation) != 1 || l.Conversation[0].RequestID != "r1" || l.Conversation[0].Source != "alice" ||
+		len(l.Hub) != 1 || len(l.Transcripts["w1"]) != 10 || l.Counters["task"] != 1 ||
+		len(l.Tasks) != 1 || !l.Tasks[0].Planned || len(l.Workers) != 1 || l.Workers[0].LastActivityAt != 42 {
+		t.Fatalf("loaded %+v", l)
+	}
+	if c, _ := st.TranscriptCount(context.Background(), "s1"); c != n {
+		t.Fatalf("saved %d lines", c)
+	}
+}
+
+func TestStoreFailureKeepsTellingAndSaysSo(t *testing.T) {
+	st := openStore(t)
+	pub := &recorder{}
+	j := New(st, "s1", pub, nil)
+	st.Close() // every Append fails from now on
+	j.Broadcast(&protocol.Reply{Text: "one"})
+	j.Broadcast(&protocol.Reply{Text: "two"})
+	j.Close()
+	var texts []string
+	for _, m := range pub.got {
+		switch m := m.(type) {
+		case *protocol.Reply:
+			texts = append(texts, m.Text)
+		case *protocol.Transcript:
+			texts = append(texts, "note")
+		}
+	}
+	// One note, however many batches fail, and nothing is withheld.
+	if strings.Join(texts, ",") != "note,one,two" {
+		t.Fatalf("forwarded %v", texts)
+	}
+}
+
+type recorder struct{ got []protocol.Message }
+
+func (r *recorder) Broadcast(m protocol.Message) { r.got = append(r.got, m) }
