@@ -1,0 +1,191 @@
+package e2e
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+
+	"github.com/agents-fleet/fleet/protocol"
+)
+
+// gitRepo makes a repository with one commit in e.cwd.
+func (e *env) gitRepo() {
+	e.t.Helper()
+	requireTool(e.t, "git")
+	for _, args := range [][]string{
+		{"init", "-q", "-b", "main"},
+		{"-c", "user.email=t@example.com", "-c", "user.name=t", "commit", "-q", "--allow-empty", "-m", "root"},
+	} {
+		if out, err := exec.Command("git", append([]string{"-C", e.cwd}, args...)...).CombinedOutput(); err != nil {
+			e.t.Fatalf("git %v: %v\n%s", args, err, out)
+		}
+	}
+	os.WriteFile(filepath.Join(e.cwd, "README"), []byte("hello\n"), 0o644)
+	for _, args := range [][]string{{"add", "README"}, {"-c", "user.email=t@example.com", "-c", "user.name=t", "commit", "-q", "-m", "readme"}} {
+		if out, err := exec.Command("git", append([]string{"-C", e.cwd}, args...)...).CombinedOutput(); err != nil {
+			e.t.Fatalf("git %v: %v\n%s", args, err, out)
+		}
+	}
+}
+
+func TestWorkersGetWorktreesAndFileChanges(t *testing.T) {
+	e := newEnv(t)
+	e.gitRepo()
+	d := e.start("--control-socket", "--workers", "2")
+	c := d.dial(protocol.ClientREPL, "review")
+	s := watch(t, c)
+	s.waitFor("replayEnd", isType(protocol.TypeReplayEnd))
+	if _, err := c.Prompt("$ echo new > new.txt; echo more >> README; pwd"); err != nil {
+		t.Fatal(err)
+	}
+	wtRoot := filepath.Join(e.home, "worktrees")
+	// The task ran in its own worktree; the repository itself is untouched.
+	pwd := s.waitFor("pwd", func(m protocol.Message) bool {
+		tr, ok := m.(*protocol.Transcript)
+		return ok && strings.HasPrefix(tr.Text, wtRoot)
+	}).(*protocol.Transcript)
+	fc := s.waitFor("fileChange", isType(protocol.TypeFileChange)).(*protocol.FileChange)
+	byPath := map[string]protocol.FileChangeEntry{}
+	for _, ch := range fc.Changes {
+		byPath[ch.Path] = ch
+	}
+	if ch := byPath["new.txt"]; ch.ChangeType != protocol.ChangeCreated || ch.Agent != "w1" || ch.AbsolutePath != filepath.Join(pwd.Text, "new.txt") {
+		t.Fatalf("new.txt: %+v", fc.Changes)
+	}
+	if ch := byPath["README"]; ch.ChangeType != protocol.ChangeEdited || len(fc.Changes) != 2 {
+		t.Fatalf("README: %+v", fc.Changes)
+	}
+	if _, err := os.Stat(filepath.Join(e.cwd, "new.txt")); err == nil {
+		t.Fatal("the task wrote into the repository, not its worktree")
+	}
+	fs := s.waitFor("worktreePath", func(m protocol.Message) bool {
+		fs, ok := m.(*protocol.FleetState)
+		return ok && len(fs.Workers) == 1 && fs.Workers[0].WorktreePath != "" && fs.Workers[0].Status == "completed"
+	}).(*protocol.FleetState)
+	if fs.Workers[0].WorktreePath != pwd.Text {
+		t.Fatalf("worktreePath %q, ran in %q", fs.Workers[0].WorktreePath, pwd.Text)
+	}
+	branches, _ := exec.Command("git", "-C", e.cwd, "branch", "--list", "fleet/*").Output()
+	if !strings.Contains(string(branches), "/w1") {
+		t.Fatalf("branches: %s", branches)
+	}
+	// The finished worktree stays for review; a dirty one needs --force.
+	c.Prompt("/clean")
+	r := s.waitFor("clean", func(m protocol.Message) bool {
+		r, ok := m.(*protocol.Reply)
+		return ok && strings.HasPrefix(r.Text, "Removed")
+	}).(*protocol.Reply)
+	if !strings.Contains(r.Text, "Kept 1") {
+		t.Fatalf("dirty worktree removed without --force: %s", r.Text)
+	}
+	c.Prompt("/clean --force")
+	s.waitFor("forced", func(m protocol.Message) bool {
+		r, ok := m.(*protocol.Reply)
+		return ok && strings.HasPrefix(r.Text, "Removed 1 worktree(s): w1")
+	})
+	if _, err := os.Stat(pwd.Text); err == nil {
+		t.Fatal("worktree still there")
+	}
+	d.stop()
+}
+
+func TestKill9ThenResumeKeepsWhatClientsWereTold(t *testing.T) {
+	e := newEnv(t)
+	d := e.start("--control-socket", "--workers", "1")
+	c := d.dial(protocol.ClientREPL, "witness")
+	s := watch(t, c)
+	s.waitFor("replayEnd", isType(protocol.TypeReplayEnd))
+	if _, err := c.Prompt("$ for i in $(seq 1 300); do echo line-$i; done\n$ echo started; sleep 60\n$ echo requeued"); err != nil {
+		t.Fatal(err)
+	}
+	// Everything the witness is told until the kill.
+	told := map[string]bool{}
+	s.waitFor("t2 running", func(m protocol.Message) bool {
+		if tr, ok := m.(*protocol.Transcript); ok {
+			told[tr.Agent+"|"+tr.Text] = true
+		}
+		tr, ok := m.(*protocol.Transcript)
+		return ok && tr.Text == "started"
+	})
+	if err := d.cmd.Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	<-d.done
+
+	out, _, code := e.fleet("", "sessions", "--json")
+	var sessions []struct {
+		ID    string         `json:"id"`
+		Mode  string         `json:"mode"`
+		Tasks map[string]int `json:"tasks"`
+	}
+	if code != 0 || json.Unmarshal([]byte(out), &sessions) != nil || len(sessions) != 1 {
+		t.Fatalf("sessions: %d %s", code, out)
+	}
+	if ss := sessions[0]; ss.Mode != "legacy" || ss.Tasks["total"] != 3 || ss.Tasks["done"] != 1 || ss.Tasks["running"] != 1 || ss.Tasks["pending"] != 1 {
+		t.Fatalf("saved session %+v", ss)
+	}
+	if out, _, _ := e.fleet("", "sessions"); !strings.Contains(out, sessions[0].ID) || !strings.Contains(out, "1/0/3") {
+		t.Fatalf("sessions table:\n%s", out)
+	}
+
+	// Resume with a prefix of the id.
+	d2 := e.start("--control-socket", "--resume", sessions[0].ID[:6])
+	c2 := d2.dial(protocol.ClientREPL, "late")
+	s2 := watch(t, c2)
+	hyd := s2.waitFor("hydrate", isType(protocol.TypeHydrate)).(*protocol.Hydrate)
+	have := map[string]bool{}
+	for _, l := range hyd.Transcripts {
+		have[l.Agent+"|"+l.Text] = true
+	}
+	// The window is the last 200 lines per agent: everything told within it
+	// must be there.
+	for i := 101; i <= 300; i++ {
+		if key := fmt.Sprintf("w1|line-%d", i); told[key] && !have[key] {
+			t.Fatalf("told %q before the kill, missing after resume", key)
+		}
+	}
+	userSaid := false
+	for _, c := range hyd.Conversation {
+		userSaid = userSaid || c.Role == "user" && strings.Contains(c.Text, "echo requeued")
+	}
+	if !have["w2|started"] || !userSaid {
+		t.Fatalf("hydrate conversation %+v", hyd.Conversation)
+	}
+	// The pending task queued again and ran on a new worker (possibly
+	// before this console attached, then it is in the hydrate).
+	if !have["w3|requeued"] {
+		s2.waitFor("requeued task ran", func(m protocol.Message) bool {
+			tr, ok := m.(*protocol.Transcript)
+			return ok && tr.Text == "requeued" && tr.Agent == "w3"
+		})
+	}
+	fs := s2.waitFor("fleetState", func(m protocol.Message) bool {
+		fs, ok := m.(*protocol.FleetState)
+		return ok && fs.Tasks.Done == 2
+	}).(*protocol.FleetState)
+	var t2 protocol.FleetTaskItem
+	for _, it := range fs.Tasks.Items {
+		if it.ID == "t2" {
+			t2 = it
+		}
+	}
+	if t2.Status != "failed" || fs.Tasks.Total != 3 || fs.Coordinator.SessionID != sessions[0].ID {
+		t.Fatalf("after resume: t2 %+v tasks %+v", t2, fs.Tasks)
+	}
+	// New tasks continue the numbering.
+	c2.Prompt("$ echo fresh")
+	s2.waitFor("t4", func(m protocol.Message) bool {
+		h, ok := m.(*protocol.HubEvent)
+		return ok && h.Kind == "task.created" && strings.HasPrefix(h.Text, "t4:")
+	})
+	d2.stop()
+
+	if _, errOut, code := e.fleet("", "run", "--headless", "--resume", "nope"); code == 0 || !strings.Contains(errOut, "no saved session") {
+		t.Fatalf("resume unknown: %d %s", code, errOut)
+	}
+}
