@@ -189,3 +189,81 @@ func TestKill9ThenResumeKeepsWhatClientsWereTold(t *testing.T) {
 		t.Fatalf("resume unknown: %d %s", code, errOut)
 	}
 }
+
+func TestTwoFleetsInOneRepository(t *testing.T) {
+	e := newEnv(t)
+	e.gitRepo()
+	a := e.start("--control-socket", "--name", "a")
+	b := e.start("--control-socket", "--name", "b")
+	ca, cb := a.dial(protocol.ClientOther, "a"), b.dial(protocol.ClientOther, "b")
+	sa, sb := watch(t, ca), watch(t, cb)
+	sa.waitFor("replayEnd", isType(protocol.TypeReplayEnd))
+	sb.waitFor("replayEnd", isType(protocol.TypeReplayEnd))
+	// Both fleets start workers "w1".."w3" at once in the same repository.
+	for _, c := range []interface{ Prompt(string) (string, error) }{ca, cb} {
+		if _, err := c.Prompt("$ echo x > f1; pwd\n$ echo y > f2; pwd\n$ echo z > f3; pwd"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	dirs := map[string]bool{}
+	for _, s := range []*stream{sa, sb} {
+		for range 3 {
+			tr := s.waitFor("pwd", func(m protocol.Message) bool {
+				tr, ok := m.(*protocol.Transcript)
+				return ok && strings.HasPrefix(tr.Text, filepath.Join(e.home, "worktrees"))
+			}).(*protocol.Transcript)
+			dirs[tr.Text] = true
+		}
+	}
+	if len(dirs) != 6 {
+		t.Fatalf("6 workers should have 6 worktrees: %v", dirs)
+	}
+	for _, s := range []*stream{sa, sb} {
+		s.waitFor("all done", func(m protocol.Message) bool {
+			fs, ok := m.(*protocol.FleetState)
+			return ok && fs.Tasks.Done == 3
+		})
+	}
+	a.stop()
+	b.stop()
+}
+
+func TestResumeAfterTheRepositoryMoved(t *testing.T) {
+	e := newEnv(t)
+	e.gitRepo()
+	d := e.start("--control-socket")
+	c := d.dial(protocol.ClientOther, "before")
+	s := watch(t, c)
+	s.waitFor("replayEnd", isType(protocol.TypeReplayEnd))
+	c.Prompt("$ echo before-move")
+	s.waitFor("done", func(m protocol.Message) bool {
+		h, ok := m.(*protocol.HubEvent)
+		return ok && h.Kind == "completed"
+	})
+	id := c.Welcome().SessionID
+	d.stop()
+
+	moved := e.cwd + "-moved"
+	if err := os.Rename(e.cwd, moved); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(moved) })
+	e2 := &env{t: t, home: e.home, cwd: moved}
+	d2 := e2.start("--control-socket", "--resume", id)
+	c2 := d2.dial(protocol.ClientOther, "after")
+	s2 := watch(t, c2)
+	hyd := s2.waitFor("hydrate", isType(protocol.TypeHydrate)).(*protocol.Hydrate)
+	noted := false
+	for _, cv := range hyd.Conversation {
+		noted = noted || strings.Contains(cv.Text, "now runs in "+moved)
+	}
+	if !noted {
+		t.Fatalf("no note about the move: %+v", hyd.Conversation)
+	}
+	c2.Prompt("$ cat README; pwd")
+	s2.waitFor("new worktree from the moved repository", func(m protocol.Message) bool {
+		tr, ok := m.(*protocol.Transcript)
+		return ok && tr.Text == "hello" && tr.Agent == "w2"
+	})
+	d2.stop()
+}
