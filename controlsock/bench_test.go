@@ -115,3 +115,62 @@ func countFrames(c net.Conn, n int, marker []byte) {
 		}
 	}
 }
+
+// BenchmarkAttachFullWindow measures connect + hello → replayEnd with a full
+// replay window: 200 conversation entries, 64 agents × 200 transcript lines,
+// 500 hub events, pending requests and every snapshot cached.
+// "quiet": nothing happened since the last attach (the hydrate frame is
+// cached); "busy": a line arrived in between, so hydrate is rebuilt.
+func BenchmarkAttachFullWindow(b *testing.B) {
+	b.Run("quiet", func(b *testing.B) { benchAttach(b, false) })
+	b.Run("busy", func(b *testing.B) { benchAttach(b, true) })
+}
+
+func benchAttach(b *testing.B, busy bool) {
+	dir, err := os.MkdirTemp("", "ca")
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer os.RemoveAll(dir)
+	path := filepath.Join(dir, "f.sock")
+	ln, err := Listen(path)
+	if err != nil {
+		b.Fatal(err)
+	}
+	srv := New(Config{Token: testToken, Backend: &fakeBackend{}})
+	go srv.Serve(ln)
+	defer func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		srv.Shutdown(ctx)
+	}()
+	line := strings.Repeat("t", 100)
+	for i := range 200 {
+		srv.Broadcast(&protocol.UserMessage{Source: "op", Text: fmt.Sprint("prompt ", i)})
+	}
+	for a := range 64 {
+		for i := range 200 {
+			srv.Broadcast(&protocol.Transcript{Role: protocol.RoleTool, Text: line, Agent: fmt.Sprint("w", a), Ts: int64(i)})
+		}
+	}
+	for i := range 500 {
+		srv.Broadcast(&protocol.HubEvent{From: "w1", Kind: "task.updated", Ts: int64(i), Text: "t1 running"})
+	}
+	for i := range 10 {
+		srv.Broadcast(&protocol.ConfirmRequest{ID: fmt.Sprint("c", i), Summary: "ok?"})
+	}
+	srv.Broadcast(&protocol.CommandCatalog{Commands: []protocol.CommandCatalogEntry{{Name: "/help", Description: "help", Kind: "builtin", Category: "general"}}})
+	srv.Broadcast(&protocol.FleetState{Ts: 1})
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := range b.N {
+		if busy {
+			srv.Broadcast(&protocol.Transcript{Role: protocol.RoleTool, Text: line, Agent: "w0", Ts: int64(1000 + i)})
+		}
+		c, err := dialAndAttach(path, "bench")
+		if err != nil {
+			b.Fatal(err)
+		}
+		c.conn.Close()
+	}
+}

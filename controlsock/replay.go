@@ -1,7 +1,11 @@
 package controlsock
 
 import (
+	"bytes"
+	"cmp"
+	"encoding/json"
 	"slices"
+	"strconv"
 	"time"
 
 	"github.com/agents-fleet/fleet/protocol"
@@ -41,9 +45,15 @@ var snapshotOrder = []string{
 	protocol.TypeFleetExperiment,
 }
 
+// hydrateBudget bounds the encoded hydrate frame: the window is trimmed
+// (oldest transcript lines first, then oldest hub events) to fit, with room
+// to spare under the 1 MiB frame cap.
+const hydrateBudget = protocol.MaxFrameSize - 64<<10
+
 // replayCache is what a late-attaching client is sent before replayEnd. It
 // holds the same encoded bytes that were broadcast, so replay costs no
-// encoding except for hydrate. Guarded by Server.mu.
+// encoding: even hydrate is assembled from the broadcast frames of its
+// transcript lines and hub events. Guarded by Server.mu.
 type replayCache struct {
 	limits    HistoryLimits
 	snapshots map[string][]byte
@@ -54,7 +64,8 @@ type replayCache struct {
 	convoTotal   int // entries ever seen, to tell whether the window truncates
 	transcripts  map[string]*agentLines
 	tick         uint64 // recency clock for transcripts
-	hub          ring[protocol.HubEvent]
+	hub          ring[rawEntry]
+	hydrated     []byte // the last hydrate frame, until the history changes
 }
 
 type pendingRequest struct {
@@ -62,8 +73,14 @@ type pendingRequest struct {
 	frame []byte
 }
 
+// rawEntry is a broadcast frame kept for hydrate, with its time.
+type rawEntry struct {
+	ts    int64
+	frame []byte // the whole frame, newline included
+}
+
 type agentLines struct {
-	lines ring[protocol.HydrateTranscriptEntry]
+	lines ring[rawEntry]
 	last  uint64
 }
 
@@ -73,15 +90,19 @@ func newReplayCache(l HistoryLimits) replayCache {
 		snapshots:    make(map[string][]byte),
 		conversation: newRing[protocol.HydrateConversationEntry](l.Conversation),
 		transcripts:  make(map[string]*agentLines),
-		hub:          newRing[protocol.HubEvent](l.Hub),
+		hub:          newRing[rawEntry](l.Hub),
 	}
 }
 
 // observe records what a broadcast frame means for later attaches.
 func (r *replayCache) observe(m protocol.Message, frame []byte) {
+	switch m.(type) {
+	case *protocol.Transcript, *protocol.UserMessage, *protocol.Reply, *protocol.HubEvent:
+		r.hydrated = nil
+	}
 	switch m := m.(type) {
 	case *protocol.Transcript:
-		r.addTranscript(m)
+		r.addTranscript(m.Agent, m.Ts, frame)
 	case *protocol.UserMessage:
 		r.convoTotal++
 		r.conversation.push(protocol.HydrateConversationEntry{Role: "user", Text: m.Text, Ts: nowMs()})
@@ -93,7 +114,7 @@ func (r *replayCache) observe(m protocol.Message, frame []byte) {
 		r.convoTotal++
 		r.conversation.push(protocol.HydrateConversationEntry{Role: "assistant", Text: m.Text, Ts: ts})
 	case *protocol.HubEvent:
-		r.hub.push(*m)
+		r.hub.push(rawEntry{ts: m.Ts, frame: frame})
 	case *protocol.FleetState:
 		r.fleet = frame
 	case *protocol.ConfirmRequest:
@@ -113,8 +134,7 @@ func (r *replayCache) observe(m protocol.Message, frame []byte) {
 	}
 }
 
-func (r *replayCache) addTranscript(m *protocol.Transcript) {
-	agent := m.Agent
+func (r *replayCache) addTranscript(agent string, ts int64, frame []byte) {
 	if agent == "" {
 		agent = "coordinator"
 	}
@@ -124,15 +144,14 @@ func (r *replayCache) addTranscript(m *protocol.Transcript) {
 		if len(r.transcripts) >= r.limits.TranscriptAgents {
 			r.dropQuietestAgent()
 		}
-		al = &agentLines{lines: newRing[protocol.HydrateTranscriptEntry](r.limits.TranscriptPerAgent)}
+		al = &agentLines{lines: newRing[rawEntry](r.limits.TranscriptPerAgent)}
 		r.transcripts[agent] = al
 	}
 	al.last = r.tick
-	ts := m.Ts
 	if ts == 0 {
 		ts = nowMs()
 	}
-	al.lines.push(protocol.HydrateTranscriptEntry{Agent: agent, Role: m.Role, Text: m.Text, Ts: ts})
+	al.lines.push(rawEntry{ts: ts, frame: frame})
 }
 
 func (r *replayCache) dropQuietestAgent() {
@@ -150,36 +169,90 @@ func (r *replayCache) dropQuietestAgent() {
 // it had been broadcast. total is how many conversation entries the
 // session has in all, so hydrate can say it is truncated.
 func (r *replayCache) seed(h *protocol.Hydrate, total int) {
+	r.hydrated = nil
 	for _, c := range h.Conversation {
 		r.conversation.push(c)
 	}
 	r.convoTotal = max(total, len(h.Conversation))
 	for _, l := range h.Transcripts {
-		r.addTranscript(&protocol.Transcript{Role: l.Role, Text: l.Text, Agent: l.Agent, Ts: l.Ts})
+		if f, err := protocol.Encode(&protocol.Transcript{Role: l.Role, Text: l.Text, Agent: l.Agent, Ts: l.Ts}); err == nil {
+			r.addTranscript(l.Agent, l.Ts, f)
+		}
 	}
-	for _, ev := range h.Hub {
-		r.hub.push(ev)
+	for i := range h.Hub {
+		if f, err := protocol.Encode(&h.Hub[i]); err == nil {
+			r.hub.push(rawEntry{ts: h.Hub[i].Ts, frame: f})
+		}
 	}
 }
 
-// hydrate builds the history batch for one attach.
-func (r *replayCache) hydrate() *protocol.Hydrate {
-	h := &protocol.Hydrate{
-		Conversation: r.conversation.items(),
-		Hub:          r.hub.items(),
-		Truncated:    r.convoTotal > r.conversation.len(),
+var transcriptPrefix = []byte(`{"type":"transcript",`)
+
+// hydrateFrame assembles the hydrate frame from the kept frames. A hydrate
+// transcript entry is the transcript frame without its "type" key (its
+// fields are the entry's: role, text, agent, ts; a "stream" extension may
+// follow); a hub entry is the whole hubEvent frame, as the page says.
+// Conversation is small and encoded here. The newest transcript lines and
+// hub events are kept when the window would not fit hydrateBudget.
+func (r *replayCache) hydrateFrame() []byte {
+	if r.hydrated == nil {
+		r.hydrated = r.buildHydrate()
 	}
-	// Merge agents' lines by time so a console can render them in order.
-	n := 0
+	return r.hydrated
+}
+
+func (r *replayCache) buildHydrate() []byte {
+	convo, err := json.Marshal(r.conversation.items())
+	if err != nil {
+		return nil
+	}
+	budget := hydrateBudget - len(convo) - 128
+
+	hub := r.hub.items()
+	var lines []rawEntry
 	for _, al := range r.transcripts {
-		n += al.lines.len()
+		lines = append(lines, al.lines.items()...)
 	}
-	h.Transcripts = make([]protocol.HydrateTranscriptEntry, 0, n)
-	for _, al := range r.transcripts {
-		h.Transcripts = append(h.Transcripts, al.lines.items()...)
+	slices.SortStableFunc(lines, func(a, b rawEntry) int { return cmp.Compare(a.ts, b.ts) })
+	// Drop the oldest transcript lines, then the oldest hub events, until
+	// the rest fits.
+	size := 0
+	for _, e := range lines {
+		size += len(e.frame) - len(transcriptPrefix) + 1
 	}
-	sortTranscripts(h.Transcripts)
-	return h
+	for _, e := range hub {
+		size += len(e.frame)
+	}
+	for len(lines) > 0 && size > budget {
+		size -= len(lines[0].frame) - len(transcriptPrefix) + 1
+		lines = lines[1:]
+	}
+	for len(hub) > 0 && size > budget {
+		size -= len(hub[0].frame)
+		hub = hub[1:]
+	}
+
+	b := make([]byte, 0, size+len(convo)+128)
+	b = append(b, `{"type":"hydrate","conversation":`...)
+	b = append(b, convo...)
+	b = append(b, `,"transcripts":[`...)
+	for i, e := range lines {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = append(b, '{')
+		b = append(b, bytes.TrimSuffix(e.frame[len(transcriptPrefix):], []byte{'\n'})...)
+	}
+	b = append(b, `],"hub":[`...)
+	for i, e := range hub {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = append(b, bytes.TrimSuffix(e.frame, []byte{'\n'})...)
+	}
+	b = append(b, `],"truncated":`...)
+	b = strconv.AppendBool(b, r.convoTotal > r.conversation.len())
+	return append(b, "}\n"...)
 }
 
 // writeTo queues the replay for c in the documented order: set-once
@@ -191,7 +264,7 @@ func (r *replayCache) writeTo(c *client) {
 			c.enqueue(f)
 		}
 	}
-	if frame, err := protocol.Encode(r.hydrate()); err == nil {
+	if frame := r.hydrateFrame(); frame != nil {
 		c.enqueue(frame)
 	}
 	for _, p := range r.pending {
@@ -226,18 +299,6 @@ func (r *ring[T]) items() []T {
 	out := make([]T, 0, len(r.buf))
 	out = append(out, r.buf[r.start:]...)
 	return append(out, r.buf[:r.start]...)
-}
-
-func sortTranscripts(lines []protocol.HydrateTranscriptEntry) {
-	slices.SortStableFunc(lines, func(a, b protocol.HydrateTranscriptEntry) int {
-		switch {
-		case a.Ts < b.Ts:
-			return -1
-		case a.Ts > b.Ts:
-			return 1
-		}
-		return 0
-	})
 }
 
 func nowMs() int64 { return time.Now().UnixMilli() }

@@ -477,3 +477,48 @@ func TestSeededHistoryIsHydrated(t *testing.T) {
 		t.Fatalf("%+v", hy)
 	}
 }
+
+// A full window is larger than one frame may be: hydrate keeps the newest
+// lines that fit under the cap instead of failing to encode.
+func TestHydrateFitsTheFrameCap(t *testing.T) {
+	h := newHarness(t, nil)
+	line := strings.Repeat("L", 400)
+	for a := range 64 {
+		for i := range 200 {
+			h.srv.Broadcast(&protocol.Transcript{Role: protocol.RoleTool, Text: line, Agent: fmt.Sprint("w", a), Ts: int64(1000 + a*200 + i)})
+		}
+	}
+	h.srv.Broadcast(&protocol.HubEvent{From: "w1", Kind: "completed", Ts: 5, Text: "t1 done"})
+	c := h.dial()
+	c.sendRaw(`{"type":"hello","token":"` + testToken + `","clientKind":"repl"}`)
+	c.conn.SetReadDeadline(time.Now().Add(5 * time.Second))
+	for {
+		f, err := c.r.ReadFrame()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if typ, _ := protocol.PeekType(f); typ != protocol.TypeHydrate {
+			continue
+		}
+		if len(f) > protocol.MaxFrameSize {
+			t.Fatalf("hydrate of %d bytes", len(f))
+		}
+		m, err := protocol.Decode(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		hy := m.(*protocol.Hydrate)
+		n := len(hy.Transcripts)
+		if n < 1000 || n >= 64*200 || len(hy.Hub) != 1 || hy.Hub[0].Text != "t1 done" {
+			t.Fatalf("%d lines, hub %+v", n, hy.Hub)
+		}
+		// The newest lines are the ones kept, oldest first.
+		if last := hy.Transcripts[n-1]; last.Ts != 1000+64*200-1 || last.Agent != "w63" || last.Text != line || last.Role != protocol.RoleTool {
+			t.Fatalf("last line %+v", last)
+		}
+		if hy.Transcripts[0].Ts > hy.Transcripts[n-1].Ts {
+			t.Fatal("not oldest first")
+		}
+		return
+	}
+}
