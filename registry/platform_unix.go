@@ -3,10 +3,12 @@
 package registry
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"io/fs"
 	"os"
+	"strconv"
 	"syscall"
 )
 
@@ -16,7 +18,24 @@ func PidAlive(pid int) bool {
 		return false
 	}
 	err := syscall.Kill(pid, 0)
-	return err == nil || errors.Is(err, syscall.EPERM)
+	if err != nil && !errors.Is(err, syscall.EPERM) {
+		return false
+	}
+	return !zombie(pid)
+}
+
+// zombie reports whether pid has exited and only waits to be reaped by its
+// parent (Linux /proc; elsewhere it answers false). kill(pid, 0) succeeds
+// for a zombie, but its fleet is gone.
+func zombie(pid int) bool {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return false
+	}
+	// The state follows the command name, which is in parentheses and may
+	// itself contain ") ".
+	i := bytes.LastIndexByte(b, ')')
+	return i >= 0 && i+2 < len(b) && b[i+2] == 'Z'
 }
 
 // checkOwner returns an error unless fi belongs to the current user.

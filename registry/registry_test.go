@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"runtime"
 	"slices"
 	"strings"
 	"sync"
@@ -448,5 +449,24 @@ func assertMode(t *testing.T, path string, want fs.FileMode) {
 	}
 	if got := fi.Mode() &^ (fs.ModeSetgid | fs.ModeSticky); got != want {
 		t.Errorf("%s mode = %v, want %v", path, got, want)
+	}
+}
+
+func TestZombieIsNotAlive(t *testing.T) {
+	if runtime.GOOS != "linux" {
+		t.Skip("zombie detection reads /proc")
+	}
+	cmd := exec.Command("true")
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer cmd.Wait()
+	// Not reaped yet: a zombie once it has exited.
+	deadline := time.Now().Add(5 * time.Second)
+	for PidAlive(cmd.Process.Pid) {
+		if time.Now().After(deadline) {
+			t.Fatal("an exited, unreaped process still counts as alive")
+		}
+		time.Sleep(5 * time.Millisecond)
 	}
 }
