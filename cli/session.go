@@ -133,6 +133,9 @@ func openWorkspaces(ctx context.Context, home, sessionID, cwd string) (engine.Wo
 		}
 		return nil, []string{fmt.Sprintf("Worktrees are unavailable (%v): tasks run in %s directly.", err, cwd)}
 	}
+	if m.Head() == "" {
+		return nil, []string{fmt.Sprintf("The repository at %s has no commits yet, so workers cannot get worktrees: tasks run in %s directly and file changes are not reported.", m.RepoRoot(), cwd)}
+	}
 	var notes []string
 	if m.Dirty() {
 		notes = append(notes, fmt.Sprintf("The repository has uncommitted changes; workers' worktrees start from HEAD (%s) without them.", short(m.Head())))

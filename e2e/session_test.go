@@ -267,3 +267,33 @@ func TestResumeAfterTheRepositoryMoved(t *testing.T) {
 	})
 	d2.stop()
 }
+
+func TestRepositoryWithoutCommitsRunsInPlace(t *testing.T) {
+	requireTool(t, "git")
+	e := newEnv(t)
+	if out, err := exec.Command("git", "-C", e.cwd, "init", "-q").CombinedOutput(); err != nil {
+		t.Fatalf("%v %s", err, out)
+	}
+	d := e.start("--control-socket")
+	c := d.dial(protocol.ClientOther, "x")
+	s := watch(t, c)
+	s.waitFor("note", func(m protocol.Message) bool {
+		h, ok := m.(*protocol.Hydrate)
+		if !ok {
+			return false
+		}
+		for _, cv := range h.Conversation {
+			if strings.Contains(cv.Text, "no commits yet") {
+				return true
+			}
+		}
+		t.Fatalf("no note: %+v", h.Conversation)
+		return false
+	})
+	c.Prompt("$ pwd")
+	s.waitFor("ran in cwd", func(m protocol.Message) bool {
+		tr, ok := m.(*protocol.Transcript)
+		return ok && tr.Text == e.cwd
+	})
+	d.stop()
+}
