@@ -99,7 +99,7 @@ On shutdown running tasks are stopped, pending questions resolve as
 // enabled) the control socket, serve until a signal, shut down cleanly.
 func runFleet(cmd *cobra.Command, o runOptions, prompt string) error {
 	flags := cmd.Flags()
-	if o.nativeRoot {
+	if o.nativeRoot && o.resume == "" {
 		return errors.New("--native-root: native-root sessions are not available in this build yet; run without it (legacy)")
 	}
 	if o.provider != "local" {

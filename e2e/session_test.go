@@ -185,6 +185,9 @@ func TestKill9ThenResumeKeepsWhatClientsWereTold(t *testing.T) {
 	})
 	d2.stop()
 
+	if _, errOut, code := e.fleet("", "run", "--headless", "--resume", sessions[0].ID, "--native-root"); code == 0 || !strings.Contains(errOut, "the session is legacy") {
+		t.Fatalf("resume a legacy session with --native-root: %d %s", code, errOut)
+	}
 	if _, errOut, code := e.fleet("", "run", "--headless", "--resume", "nope"); code == 0 || !strings.Contains(errOut, "no saved session") {
 		t.Fatalf("resume unknown: %d %s", code, errOut)
 	}
