@@ -331,7 +331,7 @@ func (b lazyBackend) AnswerAsk(id, text, reason string) error {
 	return (*b.e).AnswerAsk(id, text, reason)
 }
 func (b lazyBackend) Native(ctx context.Context, req *protocol.NativeRequest) protocol.NativeResult {
-	return (*b.e).Native(ctx, req)
+	return engine.NativeModeRequired()
 }
 
 // endpoint is the published control socket: token file, listener, and the

@@ -30,6 +30,7 @@ func init() {
 		{"/go", "/go [task...]", "Start planned tasks (all, or the ones named).", "dispatch", (*Engine).cmdGo},
 		{"/loop", "/loop [N] <command>", "Repeat a command until it exits 0, at most N attempts (default 5).", "tasks", (*Engine).cmdLoop},
 		{"/clean", "/clean [worker...] [--force]", "Remove finished workers' worktrees (dirty ones only with --force).", "workers", (*Engine).cmdClean},
+		{"/hold", "/hold <task> <reason>", "Native sessions: hold a task in the root until an operator releases it.", "tasks", (*Engine).cmdHold},
 	}
 }
 
@@ -126,6 +127,8 @@ func (e *Engine) cmdTasks(string) string {
 		}
 		if t.reason != "" {
 			fmt.Fprintf(&b, "  (%s)", t.reason)
+		} else if t.waitReason != "" && t.status == taskPending {
+			fmt.Fprintf(&b, "  (waits: %s)", t.waitReason)
 		}
 	}
 	return b.String()
@@ -229,6 +232,9 @@ func (e *Engine) cmdGo(args string) string {
 			t.planned = false
 			e.saveTaskLocked(t)
 			started = append(started, t.id)
+			if e.cfg.Governor != nil {
+				e.releasePlannedNative(t.id)
+			}
 		}
 	}
 	if len(started) == 0 {

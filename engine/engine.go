@@ -45,6 +45,8 @@ type Config struct {
 	Persister Persister
 	// Restore resumes a saved session; nil starts a fresh one.
 	Restore *Restore
+	// Governor is the native root of a native session; nil for legacy.
+	Governor Governor
 
 	Workers        int           // concurrency cap (workerMax); default 4
 	RequestTTL     time.Duration // confirm/ask expiry; default 30 min
@@ -82,7 +84,10 @@ type Engine struct {
 	tools      map[string]*toolStat
 	broker     broker
 
-	runWG sync.WaitGroup // task goroutines
+	runWG sync.WaitGroup // task goroutines, the native admitLoop
+
+	admitWake chan struct{} // cap 1: the native root or the queue changed
+	admitStop chan struct{} // closed by Shutdown
 }
 
 // New returns an engine; it publishes the command catalog at once.
@@ -120,9 +125,15 @@ func New(cfg Config) *Engine {
 		workerByID: make(map[string]*worker),
 		tools:      make(map[string]*toolStat),
 		loopByID:   make(map[string]*loop),
+		admitWake:  make(chan struct{}, 1),
+		admitStop:  make(chan struct{}),
 	}
 	e.broker.init(e)
 	e.pub.Broadcast(commandCatalog())
+	if cfg.Governor != nil {
+		e.runWG.Add(1)
+		go e.admitLoop()
+	}
 	if cfg.Restore != nil {
 		e.mu.Lock()
 		e.restoreLocked(cfg.Restore)
@@ -186,9 +197,9 @@ func (e *Engine) AnswerAsk(id, text string, reason string) error {
 	return e.broker.answer(id, answer{text: text}, protocol.ResolvedReason(reason))
 }
 
-// Native answers nativeRoot requests. Sessions started by this engine are
-// legacy: native controls need a session started with --native-root.
-func (e *Engine) Native(ctx context.Context, req *protocol.NativeRequest) protocol.NativeResult {
+// NativeModeRequired is the answer to every nativeRoot request in a legacy
+// session.
+func NativeModeRequired() protocol.NativeResult {
 	return protocol.NativeResult{
 		Kind:    protocol.NativeKindError,
 		Code:    "native_mode_required",
@@ -209,6 +220,7 @@ func (e *Engine) Shutdown(ctx context.Context) error {
 			}
 		}
 		e.broker.cancelAllLocked()
+		close(e.admitStop)
 	}
 	e.mu.Unlock()
 	done := make(chan struct{})

@@ -45,6 +45,10 @@ type task struct {
 	loopID    string // the loop this task is an iteration of
 	attempt   int    // the loop iteration (1-based); 0 outside loops
 	cancelled bool   // the operator cancelled it (ends its loop too)
+	// Native sessions: recorded in the root yet, and why the root keeps it
+	// waiting.
+	reserved   bool
+	waitReason string
 }
 
 type worker struct {
@@ -85,6 +89,10 @@ func (e *Engine) addTaskLocked(command string) *task {
 // dispatchLocked starts pending tasks while there is room under the cap.
 func (e *Engine) dispatchLocked() {
 	if e.paused || e.closing {
+		return
+	}
+	if e.cfg.Governor != nil {
+		e.GovernorChanged() // the root decides what starts (admitLoop)
 		return
 	}
 	running := 0
@@ -164,7 +172,9 @@ func (e *Engine) run(ctx context.Context, h *host) provider.Result {
 		}
 		dir, track = ws.Dir, ws.Track
 	}
-	if pattern := e.cfg.Policy.Match(t.command); pattern != "" {
+	if pattern := e.cfg.Policy.Match(t.command); pattern != "" && e.cfg.Governor == nil {
+		// Legacy confirm; a native root asked for an approval before
+		// admitting the task.
 		approved, err := h.Confirm(ctx, fmt.Sprintf("Run `%s`? It matches the confirm policy (%s).", t.command, pattern))
 		switch {
 		case ctx.Err() != nil:
@@ -222,6 +232,10 @@ func (e *Engine) settle(w *worker, t *task, res provider.Result) {
 	}
 	if t.loopID != "" {
 		e.loopSettledLocked(t, res.Err == nil)
+	}
+	if e.cfg.Governor != nil {
+		e.settleNative(Settlement{TaskID: t.id, WorkerID: w.id, WorktreePath: w.worktreePath,
+			ExitCode: res.ExitCode, Failed: res.Err != nil, At: w.endedAt})
 	}
 	e.dispatchLocked()
 }
