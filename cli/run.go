@@ -23,6 +23,7 @@ import (
 	"github.com/agents-fleet/fleet/controlsock"
 	"github.com/agents-fleet/fleet/engine"
 	"github.com/agents-fleet/fleet/journal"
+	"github.com/agents-fleet/fleet/native"
 	"github.com/agents-fleet/fleet/protocol"
 	"github.com/agents-fleet/fleet/provider/local"
 	"github.com/agents-fleet/fleet/registry"
@@ -99,9 +100,6 @@ On shutdown running tasks are stopped, pending questions resolve as
 // enabled) the control socket, serve until a signal, shut down cleanly.
 func runFleet(cmd *cobra.Command, o runOptions, prompt string) error {
 	flags := cmd.Flags()
-	if o.nativeRoot && o.resume == "" {
-		return errors.New("--native-root: native-root sessions are not available in this build yet; run without it (legacy)")
-	}
 	if o.provider != "local" {
 		return fmt.Errorf("--provider %q: only the embedded \"local\" provider is available in this build", o.provider)
 	}
@@ -190,7 +188,22 @@ func runFleet(cmd *cobra.Command, o runOptions, prompt string) error {
 	if err != nil {
 		return fmt.Errorf("%s: %w", config.Path(home), err)
 	}
-	ws, notes := openWorkspaces(ctx, home, sess.id, cwd)
+	ws, head, notes := openWorkspaces(ctx, home, sess.id, cwd)
+
+	// A native session's work is governed by its root (DESIGN §7).
+	var gov engine.Governor
+	var ctl *native.Controller
+	if sess.mode == modeNative {
+		var nst *native.Store
+		pv := policyVersion(patterns)
+		nst, ctl, err = openNative(ctx, home, sess.id, pv)
+		if err != nil {
+			return fmt.Errorf("native root: %w", err)
+		}
+		defer nst.Close()
+		gov = &governor{ctl: ctl, baseCommit: head, policyVersion: pv}
+		notes = append(notes, fmt.Sprintf("Native-root session: work is governed by root %s (fleet root status).", ctl.BoundRoot()))
+	}
 
 	// The control endpoint comes first: the token the server checks is the
 	// one in the token file a console will read.
@@ -213,7 +226,7 @@ func runFleet(cmd *cobra.Command, o runOptions, prompt string) error {
 	var eng *engine.Engine
 	srv := controlsock.New(controlsock.Config{
 		Token:   token,
-		Backend: lazyBackend{&eng},
+		Backend: lazyBackend{e: &eng, native: nativeBackend(ctl)},
 		Welcome: protocol.Welcome{SessionID: sess.id, Model: "local", SessionName: sess.name, Cwd: cwd},
 		Logger:  logger.With("component", "controlsock"),
 	})
@@ -232,11 +245,15 @@ func runFleet(cmd *cobra.Command, o runOptions, prompt string) error {
 		Workspaces:     ws,
 		Policy:         policy,
 		Restore:        sess.restore,
+		Governor:       gov,
 		Logger:         logger.With("component", "engine"),
 		Workers:        sw.Workers,
 		RequestTTL:     o.requestTTL,
 		StatusInterval: o.statusEvery,
 	})
+	if ctl != nil {
+		ctl.OnChange(eng.GovernorChanged)
+	}
 	for _, n := range append(sess.notes, notes...) {
 		eng.Announce(n)
 	}
@@ -321,7 +338,10 @@ func shutdown(eng *engine.Engine, engineDone <-chan struct{}, jr *journal.Journa
 
 // lazyBackend lets the server be built before the engine it drives (the
 // engine needs the server as its publisher).
-type lazyBackend struct{ e **engine.Engine }
+type lazyBackend struct {
+	e      **engine.Engine
+	native func(context.Context, *protocol.NativeRequest) protocol.NativeResult
+}
 
 func (b lazyBackend) Prompt(m *protocol.UserMessage) { (*b.e).PromptMessage(m) }
 func (b lazyBackend) AnswerConfirm(id string, approve bool, reason string) error {
@@ -331,7 +351,7 @@ func (b lazyBackend) AnswerAsk(id, text, reason string) error {
 	return (*b.e).AnswerAsk(id, text, reason)
 }
 func (b lazyBackend) Native(ctx context.Context, req *protocol.NativeRequest) protocol.NativeResult {
-	return engine.NativeModeRequired()
+	return b.native(ctx, req)
 }
 
 // endpoint is the published control socket: token file, listener, and the

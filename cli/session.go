@@ -30,7 +30,7 @@ func openStore(home string) (*store.Store, error) {
 
 // session is what `fleet run` starts from: a fresh session or a saved one.
 type session struct {
-	id, name          string
+	id, name, mode    string
 	restore           *engine.Restore
 	history           *protocol.Hydrate
 	conversationTotal int
@@ -55,7 +55,7 @@ func openSession(ctx context.Context, st *store.Store, o runOptions, name, cwd s
 		}); err != nil {
 			return nil, fmt.Errorf("save the new session: %w", err)
 		}
-		return &session{id: id, name: name}, nil
+		return &session{id: id, name: name, mode: mode}, nil
 	}
 
 	saved, err := st.GetSession(ctx, o.resume)
@@ -70,14 +70,12 @@ func openSession(ctx context.Context, st *store.Store, o runOptions, name, cwd s
 		return nil, fmt.Errorf("--resume %s: the session is %s; it cannot be resumed with --native-root (resume it without the flag)", saved.ID, saved.Mode)
 	case o.noNativeRoot && saved.Mode == modeNative:
 		return nil, fmt.Errorf("--resume %s: the session is native; it cannot be resumed with --no-native-root (resume it without the flag)", saved.ID)
-	case saved.Mode == modeNative:
-		return nil, fmt.Errorf("--resume %s: the session is native, and native-root sessions are not available in this build", saved.ID)
 	}
 	loaded, err := st.Load(ctx, saved.ID, hydrateLimits)
 	if err != nil {
 		return nil, fmt.Errorf("--resume %s: load the session: %w", saved.ID, err)
 	}
-	s := &session{id: saved.ID, name: saved.Name, restore: toRestore(loaded), conversationTotal: loaded.ConversationTotal}
+	s := &session{id: saved.ID, name: saved.Name, mode: saved.Mode, restore: toRestore(loaded), conversationTotal: loaded.ConversationTotal}
 	s.history = toHydrate(loaded)
 	s.notes = append(s.notes, fmt.Sprintf("Resumed session %s (%s), started %s.", saved.ID, saved.Name,
 		time.UnixMilli(saved.StartedAt).Format(time.DateTime)))
@@ -124,19 +122,18 @@ func toHydrate(l *store.Loaded) *protocol.Hydrate {
 
 // openWorkspaces gives workers git worktrees when cwd is in a repository.
 // Outside one (or without git) tasks share cwd, and the notes say so once.
-func openWorkspaces(ctx context.Context, home, sessionID, cwd string) (engine.Workspaces, []string) {
+func openWorkspaces(ctx context.Context, home, sessionID, cwd string) (ws engine.Workspaces, head string, notes []string) {
 	root := filepath.Join(home, "worktrees", sessionID)
 	m, err := worktree.Open(ctx, cwd, root, sessionID)
 	if err != nil {
 		if errors.Is(err, worktree.ErrNotRepo) {
-			return nil, []string{fmt.Sprintf("%s is not in a git repository: tasks run there directly, without worktrees, and file changes are not reported.", cwd)}
+			return nil, "", []string{fmt.Sprintf("%s is not in a git repository: tasks run there directly, without worktrees, and file changes are not reported.", cwd)}
 		}
-		return nil, []string{fmt.Sprintf("Worktrees are unavailable (%v): tasks run in %s directly.", err, cwd)}
+		return nil, "", []string{fmt.Sprintf("Worktrees are unavailable (%v): tasks run in %s directly.", err, cwd)}
 	}
 	if m.Head() == "" {
-		return nil, []string{fmt.Sprintf("The repository at %s has no commits yet, so workers cannot get worktrees: tasks run in %s directly and file changes are not reported.", m.RepoRoot(), cwd)}
+		return nil, "", []string{fmt.Sprintf("The repository at %s has no commits yet, so workers cannot get worktrees: tasks run in %s directly and file changes are not reported.", m.RepoRoot(), cwd)}
 	}
-	var notes []string
 	if m.Dirty() {
 		notes = append(notes, fmt.Sprintf("The repository has uncommitted changes; workers' worktrees start from HEAD (%s) without them.", short(m.Head())))
 	}
@@ -144,7 +141,7 @@ func openWorkspaces(ctx context.Context, home, sessionID, cwd string) (engine.Wo
 	if err != nil || rel == ".." || filepath.IsAbs(rel) || len(rel) >= 3 && rel[:3] == "../" {
 		rel = "."
 	}
-	return &gitWorkspaces{m: m, rel: rel}, notes
+	return &gitWorkspaces{m: m, rel: rel}, m.Head(), notes
 }
 
 // gitWorkspaces adapts worktree.Manager to the engine: a worker runs in the

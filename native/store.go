@@ -1,0 +1,361 @@
+// Package native keeps a native session's roots (DESIGN §7): the durable
+// policy scopes operators steer with nativeRoot requests and the engine reads
+// before it starts work.
+//
+// Durability: native.db runs in WAL mode with synchronous=FULL, so every
+// committed transaction is fsync'd before a mutation is answered. All writes
+// go through one writer goroutine that group-commits: it takes every job
+// queued while the previous transaction committed and applies them, in
+// order, in one transaction (each job in its own savepoint, seeing the state
+// the previous jobs left), then commits once and answers each job.
+package native
+
+import (
+	"bytes"
+	"context"
+	"database/sql"
+	"embed"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"net/url"
+	"os"
+	"path"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	_ "modernc.org/sqlite" // driver "sqlite"
+)
+
+// Errors callers may branch on.
+var (
+	// ErrClosed: the Store was closed.
+	ErrClosed = errors.New("native store is closed")
+	// ErrSchemaTooNew: native.db was written by a newer fleet binary.
+	ErrSchemaTooNew = errors.New("native database schema is newer than this fleet binary")
+	// ErrUnknownTask: the engine named a task no root of the session holds.
+	ErrUnknownTask = errors.New("unknown task")
+	// ErrUnknownRoot: the engine named a root the session does not own.
+	ErrUnknownRoot = errors.New("unknown root")
+)
+
+const (
+	busyTimeout  = 10 * time.Second
+	readConns    = 4
+	sqliteHeader = "SQLite format 3\x00"
+	// maxBatch caps the jobs one transaction takes, so one commit never
+	// holds a long queue's answers back behind a huge transaction.
+	maxBatch = 512
+)
+
+// Store is an open native.db. It is safe for concurrent use.
+type Store struct {
+	path string
+	w    *sql.DB // one connection, used only by the writer goroutine
+	r    *sql.DB // read pool, query_only
+
+	// mu guards closed and the send on jobs (read-locked by senders, so
+	// Close never closes jobs under a sender).
+	mu     sync.RWMutex
+	closed bool
+	jobs   chan *job
+	done   chan struct{} // closed when the writer goroutine returned
+}
+
+// job is one unit of work for the writer: fn runs inside the batch's
+// transaction, in its own savepoint; after runs on the writer goroutine
+// once the batch committed, when fn succeeded.
+type job struct {
+	fn    func(tx *sql.Tx) (any, error)
+	after func(v any)
+	res   chan jobResult
+}
+
+type jobResult struct {
+	v   any
+	err error
+}
+
+// Open opens or creates the database at path (normally
+// <fleetHome>/state/native.db), its directory 0700 and the file 0600, and
+// brings the schema up to date.
+func Open(p string) (*Store, error) {
+	if p == "" {
+		return nil, errors.New("open native store: empty path")
+	}
+	abs, err := filepath.Abs(p)
+	if err != nil {
+		return nil, fmt.Errorf("open native store %s: %w", p, err)
+	}
+	if err := os.MkdirAll(filepath.Dir(abs), 0o700); err != nil {
+		return nil, fmt.Errorf("open native store %s: create directory: %w", abs, err)
+	}
+	if err := prepareFile(abs); err != nil {
+		return nil, err
+	}
+	uri := (&url.URL{Scheme: "file", Path: filepath.ToSlash(abs)}).String()
+	ms := busyTimeout.Milliseconds()
+	w, err := sql.Open("sqlite", fmt.Sprintf("%s?mode=rw&_txlock=immediate"+
+		"&_pragma=busy_timeout(%d)&_pragma=journal_mode(WAL)&_pragma=synchronous(FULL)", uri, ms))
+	if err != nil {
+		return nil, fmt.Errorf("open native store %s: %w", abs, err)
+	}
+	w.SetMaxOpenConns(1)
+	w.SetMaxIdleConns(1)
+	w.SetConnMaxLifetime(0)
+	w.SetConnMaxIdleTime(0)
+	ctx := context.Background()
+	if err := migrate(ctx, w); err != nil {
+		w.Close()
+		return nil, fmt.Errorf("open native store %s: %w", abs, err)
+	}
+	var mode string
+	if err := w.QueryRowContext(ctx, `PRAGMA journal_mode`).Scan(&mode); err != nil || !strings.EqualFold(mode, "wal") {
+		w.Close()
+		return nil, fmt.Errorf("open native store %s: WAL mode could not be set (%q, %v)", abs, mode, err)
+	}
+	r, err := sql.Open("sqlite", fmt.Sprintf("%s?mode=rw&_pragma=busy_timeout(%d)&_pragma=query_only(1)", uri, ms))
+	if err == nil {
+		r.SetMaxOpenConns(readConns)
+		r.SetMaxIdleConns(readConns)
+		if err = r.PingContext(ctx); err != nil {
+			r.Close()
+		}
+	}
+	if err != nil {
+		w.Close()
+		return nil, fmt.Errorf("open native store %s: %w", abs, err)
+	}
+	s := &Store{path: abs, w: w, r: r, jobs: make(chan *job, maxBatch), done: make(chan struct{})}
+	go s.writer()
+	return s, nil
+}
+
+// Path returns the database file's absolute path.
+func (s *Store) Path() string { return s.path }
+
+// Close stops the writer after it answered every queued job, then closes
+// the database.
+func (s *Store) Close() error {
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return nil
+	}
+	s.closed = true
+	close(s.jobs)
+	s.mu.Unlock()
+	<-s.done
+	err := s.r.Close()
+	if werr := s.w.Close(); err == nil {
+		err = werr
+	}
+	if err != nil {
+		return fmt.Errorf("close native store %s: %w", s.path, err)
+	}
+	return nil
+}
+
+// do queues fn for the writer and waits for its answer, which comes only
+// after the batch's commit (or its failure). Once queued, the job is not
+// abandoned when ctx ends: its answer says whether it committed.
+func (s *Store) do(ctx context.Context, fn func(tx *sql.Tx) (any, error), after func(any)) (any, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	j := &job{fn: fn, after: after, res: make(chan jobResult, 1)}
+	s.mu.RLock()
+	if s.closed {
+		s.mu.RUnlock()
+		return nil, ErrClosed
+	}
+	s.jobs <- j
+	s.mu.RUnlock()
+	r := <-j.res
+	return r.v, r.err
+}
+
+// writer is the only goroutine that writes. Each round takes the jobs
+// queued so far (up to maxBatch), runs them in one transaction and commits.
+func (s *Store) writer() {
+	defer close(s.done)
+	batch := make([]*job, 0, maxBatch)
+	for j := range s.jobs {
+		batch = append(batch[:0], j)
+	fill:
+		for len(batch) < maxBatch {
+			select {
+			case j, ok := <-s.jobs:
+				if !ok {
+					break fill
+				}
+				batch = append(batch, j)
+			default:
+				break fill
+			}
+		}
+		s.runBatch(batch)
+	}
+}
+
+// errInternal is what a job sees when its batch could not commit.
+var errInternal = errors.New("native store: transaction failed")
+
+func (s *Store) runBatch(batch []*job) {
+	ctx := context.Background()
+	results := make([]jobResult, len(batch))
+	tx, err := s.w.BeginTx(ctx, nil)
+	if err != nil {
+		for _, j := range batch {
+			j.res <- jobResult{err: fmt.Errorf("%w: %v", errInternal, err)}
+		}
+		return
+	}
+	for i, j := range batch {
+		results[i] = runJob(ctx, tx, j)
+	}
+	if err := tx.Commit(); err != nil {
+		for _, j := range batch {
+			j.res <- jobResult{err: fmt.Errorf("%w: %v", errInternal, err)}
+		}
+		return
+	}
+	for i, j := range batch {
+		if results[i].err == nil && j.after != nil {
+			j.after(results[i].v)
+		}
+		j.res <- results[i]
+	}
+}
+
+// runJob runs j.fn in a savepoint, rolled back when fn fails, so a refused
+// or broken job leaves nothing behind in the batch's transaction.
+func runJob(ctx context.Context, tx *sql.Tx, j *job) jobResult {
+	if _, err := tx.ExecContext(ctx, `SAVEPOINT job`); err != nil {
+		return jobResult{err: err}
+	}
+	v, err := j.fn(tx)
+	if err != nil {
+		if _, rerr := tx.ExecContext(ctx, `ROLLBACK TO job`); rerr != nil {
+			return jobResult{err: rerr}
+		}
+	}
+	if _, rerr := tx.ExecContext(ctx, `RELEASE job`); rerr != nil && err == nil {
+		err = rerr
+	}
+	return jobResult{v: v, err: err}
+}
+
+// prepareFile creates a missing database file 0600 and refuses a file that
+// is not a SQLite database before SQLite touches it.
+func prepareFile(p string) error {
+	f, err := os.OpenFile(p, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	if err == nil {
+		return f.Close()
+	}
+	if !errors.Is(err, fs.ErrExist) {
+		return fmt.Errorf("open native store %s: %w", p, err)
+	}
+	f, err = os.Open(p)
+	if err != nil {
+		return fmt.Errorf("open native store %s: %w", p, err)
+	}
+	defer f.Close()
+	var hdr [len(sqliteHeader)]byte
+	n, err := io.ReadFull(f, hdr[:])
+	if n == 0 && (err == io.EOF || err == nil) {
+		return nil
+	}
+	if !bytes.Equal(hdr[:n], []byte(sqliteHeader)) || err != nil {
+		return fmt.Errorf("open native store %s: not a SQLite database (refusing to touch it)", p)
+	}
+	return nil
+}
+
+//go:embed migrations/*.sql
+var migrationFiles embed.FS
+
+type migration struct {
+	version int
+	name    string
+	sql     string
+}
+
+var migrations = mustLoadMigrations()
+
+func mustLoadMigrations() []migration {
+	names, err := fs.Glob(migrationFiles, "migrations/*.sql")
+	if err != nil {
+		panic("native: " + err.Error())
+	}
+	var ms []migration
+	for _, name := range names {
+		base := path.Base(name)
+		num, _, _ := strings.Cut(base, "_")
+		v, err := strconv.Atoi(num)
+		if err != nil || len(num) != 4 || v != len(ms)+1 {
+			panic("native: bad migration name " + base)
+		}
+		b, err := fs.ReadFile(migrationFiles, name)
+		if err != nil {
+			panic("native: " + err.Error())
+		}
+		ms = append(ms, migration{version: v, name: strings.TrimSuffix(base, ".sql"), sql: string(b)})
+	}
+	return ms
+}
+
+// migrate applies the pending migrations, each in one IMMEDIATE transaction
+// with the schema_migrations row that records it.
+func migrate(ctx context.Context, db *sql.DB) error {
+	for {
+		done, err := migrateStep(ctx, db)
+		if err != nil || done {
+			return err
+		}
+	}
+}
+
+func migrateStep(ctx context.Context, db *sql.DB) (done bool, err error) {
+	tx, err := db.BeginTx(ctx, nil)
+	if err != nil {
+		return false, err
+	}
+	defer func() {
+		if err != nil || done {
+			tx.Rollback()
+		}
+	}()
+	if _, err = tx.ExecContext(ctx, `CREATE TABLE IF NOT EXISTS schema_migrations (
+		version    INTEGER PRIMARY KEY,
+		name       TEXT    NOT NULL,
+		applied_at INTEGER NOT NULL)`); err != nil {
+		return false, err
+	}
+	var cur int
+	if err = tx.QueryRowContext(ctx, `SELECT coalesce(max(version), 0) FROM schema_migrations`).Scan(&cur); err != nil {
+		return false, err
+	}
+	switch {
+	case cur > len(migrations):
+		return false, fmt.Errorf("%w (schema version %d, this binary knows up to %d)", ErrSchemaTooNew, cur, len(migrations))
+	case cur == len(migrations):
+		return true, nil
+	}
+	m := migrations[cur]
+	if _, err = tx.ExecContext(ctx, m.sql); err != nil {
+		return false, fmt.Errorf("migration %s: %w", m.name, err)
+	}
+	if _, err = tx.ExecContext(ctx, `INSERT INTO schema_migrations (version, name, applied_at) VALUES (?, ?, ?)`,
+		m.version, m.name, time.Now().UnixMilli()); err != nil {
+		return false, fmt.Errorf("migration %s: %w", m.name, err)
+	}
+	if err = tx.Commit(); err != nil {
+		return false, fmt.Errorf("migration %s: %w", m.name, err)
+	}
+	return false, nil
+}
