@@ -98,7 +98,9 @@ func headCommit(ctx context.Context, dir string) string {
 // session, native_mode_required in a legacy one.
 func nativeBackend(ctl *native.Controller) func(context.Context, *protocol.NativeRequest) protocol.NativeResult {
 	if ctl == nil {
-		return func(context.Context, *protocol.NativeRequest) protocol.NativeResult { return engine.NativeModeRequired() }
+		return func(context.Context, *protocol.NativeRequest) protocol.NativeResult {
+			return engine.NativeModeRequired()
+		}
 	}
 	return ctl.Handle
 }
