@@ -442,10 +442,20 @@ func TestNativeRootInLegacySession(t *testing.T) {
 	if m.ID != nil || m.Result.Kind != "error" {
 		t.Fatalf("%s", mustJSON(m))
 	}
-	c.sendRaw(`{"type":"nativeRoot","id":"x","request":{"action":"list"},"principal":"admin"}`)
-	m = c.next().(*protocol.NativeRootResult)
-	if m.Result.Kind != "error" || m.Result.Code == "native_mode_required" {
-		t.Fatalf("extra key not refused: %s", mustJSON(m))
+	for name, frame := range map[string]string{
+		"extra top-level key": `{"type":"nativeRoot","id":"x","request":{"action":"list"},"principal":"admin"}`,
+		"extra request key":   `{"type":"nativeRoot","id":"x","request":{"action":"list","role":"owner"}}`,
+		"string revision":     `{"type":"nativeRoot","id":"x","request":{"action":"pause","rootId":"r","operationId":"o","expectedRevision":"3"}}`,
+		"over 16 KiB":         `{"type":"nativeRoot","id":"x","request":{"action":"status","rootId":"` + strings.Repeat("r", 17<<10) + `"}}`,
+	} {
+		c.sendRaw(frame)
+		m = c.next().(*protocol.NativeRootResult)
+		if m.Result.Kind != "error" || m.Result.Code == "native_mode_required" || m.Result.Code == "" {
+			t.Fatalf("%s not refused: %s", name, mustJSON(m))
+		}
+		if name == "over 16 KiB" && m.Result.Code != "frame_too_large" {
+			t.Fatalf("%s: %s", name, mustJSON(m))
+		}
 	}
 	c.alive()
 }

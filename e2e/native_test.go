@@ -1,10 +1,16 @@
 package e2e
 
 import (
+	"context"
 	"encoding/json"
+	"fmt"
 	"strings"
+	"sync"
+	"syscall"
 	"testing"
+	"time"
 
+	"github.com/agents-fleet/fleet/client"
 	"github.com/agents-fleet/fleet/protocol"
 )
 
@@ -130,4 +136,172 @@ func jsonEqual(a, b any) bool {
 	x, _ := json.Marshal(a)
 	y, _ := json.Marshal(b)
 	return string(x) == string(y)
+}
+
+// nativeCall sends one nativeRoot request on a fresh connection and waits
+// for its result.
+func nativeCall(d *daemon, req map[string]any) (protocol.NativeResult, error) {
+	c, err := client.Dial(context.Background(), d.desc, client.Options{ClientKind: protocol.ClientBot, ClientName: "racer"})
+	if err != nil {
+		return protocol.NativeResult{}, err
+	}
+	defer c.Close()
+	body, _ := json.Marshal(req)
+	id := client.NewRequestID()
+	if err := c.Send(&protocol.NativeRoot{ID: id, Request: body}); err != nil {
+		return protocol.NativeResult{}, err
+	}
+	for {
+		m, _, _, err := c.Next()
+		if err != nil {
+			return protocol.NativeResult{}, err
+		}
+		if r, ok := m.(*protocol.NativeRootResult); ok && r.ID != nil && *r.ID == id {
+			return r.Result, nil
+		}
+	}
+}
+
+func TestFiftyClientsRaceOneRevision(t *testing.T) {
+	e := newEnv(t)
+	d := e.start("--control-socket", "--native-root")
+	list, err := nativeCall(d, map[string]any{"action": "list"})
+	if err != nil || len(list.Roots) != 1 {
+		t.Fatalf("%v %+v", err, list)
+	}
+	root := list.Roots[0].ID
+	results := make(chan protocol.NativeResult, 50)
+	var wg sync.WaitGroup
+	for i := range 50 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			r, err := nativeCall(d, map[string]any{"action": "pause", "rootId": root, "operationId": fmt.Sprintf("race-%d", i), "expectedRevision": 1})
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			results <- r
+		}()
+	}
+	wg.Wait()
+	close(results)
+	won, conflicts := 0, 0
+	for r := range results {
+		switch {
+		case r.Kind == protocol.NativeKindReceipt && r.Receipt.Revision == 2:
+			won++
+		case r.Code == "revision_conflict":
+			conflicts++
+		default:
+			t.Errorf("unexpected %+v", r)
+		}
+	}
+	if won != 1 || conflicts != 49 {
+		t.Fatalf("won %d, conflicts %d", won, conflicts)
+	}
+	// Then a chain: revisions gap-free.
+	for rev := int64(2); rev < 12; rev++ {
+		action := "resume"
+		if rev%2 == 1 {
+			action = "pause"
+		}
+		r, err := nativeCall(d, map[string]any{"action": action, "rootId": root, "operationId": fmt.Sprintf("chain-%d", rev), "expectedRevision": rev})
+		if err != nil || r.Receipt == nil || r.Receipt.Revision != rev+1 {
+			t.Fatalf("rev %d: %v %+v", rev, err, r)
+		}
+	}
+	d.stop()
+}
+
+// kill -9 in the middle of a storm of mutations from several clients: after
+// a restart every acknowledged receipt is there, and the root's revision is
+// exactly 1 + the receipts it holds.
+func TestKill9DuringMutationStorm(t *testing.T) {
+	e := newEnv(t)
+	d := e.start("--control-socket", "--native-root")
+	list, _ := nativeCall(d, map[string]any{"action": "list"})
+	root := list.Roots[0].ID
+	var mu sync.Mutex
+	type ack struct {
+		body     map[string]any
+		revision int64
+	}
+	acked := map[string]ack{} // operationId → its request and acknowledged revision
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	for w := range 4 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := 0; ; i++ {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				st, err := nativeCall(d, map[string]any{"action": "status", "rootId": root})
+				if err != nil || st.Root == nil {
+					return // the daemon is gone
+				}
+				op := fmt.Sprintf("storm-%d-%d", w, i)
+				action := "pause"
+				if st.Root.Intent == "pause" {
+					action = "resume"
+				}
+				body := map[string]any{"action": action, "rootId": root, "operationId": op, "expectedRevision": st.Root.Revision}
+				r, err := nativeCall(d, body)
+				if err != nil {
+					return
+				}
+				if r.Receipt != nil {
+					mu.Lock()
+					acked[op] = ack{body, r.Receipt.Revision}
+					mu.Unlock()
+				}
+			}
+		}()
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		mu.Lock()
+		n := len(acked)
+		mu.Unlock()
+		if n >= 40 || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	d.cmd.Process.Signal(syscall.SIGKILL)
+	<-d.done
+	close(stop)
+	wg.Wait()
+	if len(acked) < 10 {
+		t.Fatalf("only %d acknowledged before the kill", len(acked))
+	}
+
+	out, _, _ := e.fleet("", "sessions", "--json")
+	var sessions []struct{ ID string }
+	json.Unmarshal([]byte(out), &sessions)
+	d2 := e.start("--control-socket", "--resume", sessions[0].ID)
+	// Every acknowledged operation, retried with its original body, returns
+	// its stored receipt with the revision it was acknowledged at.
+	for op, a := range acked {
+		r, err := nativeCall(d2, a.body)
+		if err != nil || r.Receipt == nil || r.Receipt.OperationID != op || r.Receipt.Revision != a.revision {
+			t.Fatalf("acknowledged %s at revision %d; after the restart: %v %+v", op, a.revision, err, r)
+		}
+	}
+	st, err := nativeCall(d2, map[string]any{"action": "status", "rootId": root})
+	if err != nil || st.Root == nil {
+		t.Fatalf("%v %+v", err, st)
+	}
+	maxAcked := int64(0)
+	for _, a := range acked {
+		maxAcked = max(maxAcked, a.revision)
+	}
+	if st.Root.Revision < maxAcked {
+		t.Fatalf("root at revision %d after restart, but revision %d was acknowledged", st.Root.Revision, maxAcked)
+	}
+	d2.stop()
 }
