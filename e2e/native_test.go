@@ -305,3 +305,37 @@ func TestKill9DuringMutationStorm(t *testing.T) {
 	}
 	d2.stop()
 }
+
+// An operator's connection drops right after sending a mutation: whether the
+// fleet committed it or not, retrying with the original operation id and
+// body gives one receipt and one effect.
+func TestRetryAfterDroppedConnection(t *testing.T) {
+	e := newEnv(t)
+	d := e.start("--control-socket", "--native-root")
+	list, _ := nativeCall(d, map[string]any{"action": "list"})
+	root := list.Roots[0].ID
+	body := map[string]any{"action": "stop", "rootId": root, "operationId": "op-drop", "expectedRevision": 1}
+
+	// Send and hang up without reading the answer.
+	c, err := client.Dial(context.Background(), d.desc, client.Options{ClientKind: protocol.ClientBot, ClientName: "flaky"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw, _ := json.Marshal(body)
+	c.Send(&protocol.NativeRoot{ID: "lost", Request: raw})
+	c.Close()
+
+	first, err := nativeCall(d, body)
+	if err != nil || first.Receipt == nil || first.Receipt.Revision != 2 {
+		t.Fatalf("first retry: %v %+v", err, first)
+	}
+	second, _ := nativeCall(d, body)
+	if second.Receipt == nil || *second.Receipt != *first.Receipt {
+		t.Fatalf("second retry: %+v vs %+v", second.Receipt, first.Receipt)
+	}
+	st, _ := nativeCall(d, map[string]any{"action": "status", "rootId": root})
+	if st.Root.Revision != 2 || st.Root.Intent != "stop" {
+		t.Fatalf("one effect expected: %+v", st.Root)
+	}
+	d.stop()
+}
