@@ -73,6 +73,10 @@ func (g *governor) Hold(ctx context.Context, taskID, reason string) (string, err
 	return g.ctl.Hold(ctx, taskID, reason)
 }
 
+func (g *governor) MarkUncertain(ctx context.Context, taskID string) error {
+	return g.ctl.MarkUncertain(ctx, taskID)
+}
+
 func (g *governor) Intent(taskID string) (string, string) {
 	return g.ctl.Intent(g.ctl.BoundRoot(), taskID)
 }

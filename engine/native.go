@@ -18,6 +18,10 @@ type Governor interface {
 	ReleasePlanned(ctx context.Context, taskID string) error
 	Settle(ctx context.Context, s Settlement) (proofID string, err error)
 	Hold(ctx context.Context, taskID, reason string) (holdHash string, err error)
+	// MarkUncertain says the engine lost track of a task's worker (the
+	// previous process died while it ran): its effect is uncertain until an
+	// operator reconciles it with a settlement record.
+	MarkUncertain(ctx context.Context, taskID string) error
 	// Intent is the bound root's intent and the task's own ("" for none).
 	Intent(taskID string) (root, task string)
 	ReportPhase(ctx context.Context, phase string) error
@@ -266,4 +270,18 @@ func (e *Engine) cmdHold(args string) string {
 		e.GovernorChanged()
 	}()
 	return fmt.Sprintf("Holding %s…", id)
+}
+
+// markUncertain records, off the engine's lock, that an interrupted task's
+// effect is uncertain.
+func (e *Engine) markUncertain(taskID string) {
+	e.runWG.Add(1)
+	go func() {
+		defer e.runWG.Done()
+		ctx, cancel := context.WithTimeout(context.Background(), nativeTimeout)
+		defer cancel()
+		if err := e.cfg.Governor.MarkUncertain(ctx, taskID); err != nil {
+			e.log.Error("native mark uncertain", "task", taskID, "err", err)
+		}
+	}()
 }

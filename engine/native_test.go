@@ -56,6 +56,8 @@ func (g *fakeGovernor) Settle(ctx context.Context, s Settlement) (string, error)
 	g.settled = append(g.settled, s)
 	return "settlement-" + s.TaskID, nil
 }
+func (g *fakeGovernor) MarkUncertain(ctx context.Context, id string) error { return nil }
+
 func (g *fakeGovernor) Hold(ctx context.Context, id, reason string) (string, error) {
 	return "hold-" + id, nil
 }

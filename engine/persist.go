@@ -99,6 +99,9 @@ func (e *Engine) restoreLocked(r *Restore) {
 			t.status, t.reason = taskFailed, reasonInterrupted
 			e.hubLocked("coordinator", "task.updated", t.id+" failed: "+reasonInterrupted)
 			e.saveTaskLocked(t)
+			if e.cfg.Governor != nil {
+				e.markUncertain(t.id)
+			}
 		}
 		e.tasks = append(e.tasks, t)
 		e.taskByID[t.id] = t
