@@ -118,7 +118,7 @@ func newEngine(t *testing.T, mod func(*Config)) (*Engine, *recorder) {
 func TestShellTaskLifecycle(t *testing.T) {
 	e, rec := newEngine(t, nil)
 	e.Prompt("test", "$ echo hello; echo oops >&2")
-	rec.waitFor("completed", hub("completed", "t1"))
+	rec.waitFor("t1 done", hub("task.updated", "t1 done"))
 	msgs := rec.all()
 
 	var order []string
