@@ -532,3 +532,16 @@ func TestHydrateFitsTheFrameCap(t *testing.T) {
 		return
 	}
 }
+
+// Defence in depth: even with the token, a connection from another uid is
+// refused (SO_PEERCRED), before the hello is read.
+func TestOtherUIDRefused(t *testing.T) {
+	other := os.Getuid() + 1
+	h := newHarness(t, func(c *Config) { c.AllowUID = &other })
+	c := h.dial()
+	c.sendRaw(`{"type":"hello","token":"` + testToken + `","clientKind":"repl"}`)
+	if msg := c.expectError(); !strings.Contains(msg, "another user") {
+		t.Fatal(msg)
+	}
+	c.expectClosed()
+}
