@@ -229,6 +229,13 @@ func runFleet(cmd *cobra.Command, o runOptions, prompt string) error {
 		Backend: lazyBackend{e: &eng, native: nativeBackend(ctl)},
 		Welcome: protocol.Welcome{SessionID: sess.id, Model: "local", SessionName: sess.name, Cwd: cwd},
 		Logger:  logger.With("component", "controlsock"),
+
+		MaxClients:     intOr(file.Limits.MaxClients, 0),
+		MaxInflight:    intOr(file.Limits.MaxInflight, 0),
+		HelloTimeout:   time.Duration(intOr(file.Limits.HelloTimeoutMs, 0)) * time.Millisecond,
+		WriteTimeout:   time.Duration(intOr(file.Limits.WriteTimeoutMs, 0)) * time.Millisecond,
+		MaxQueueBytes:  intOr(file.Limits.QueueBytes, 0),
+		SoftQueueBytes: intOr(file.Limits.SoftQueueBytes, 0),
 	})
 	if sess.history != nil {
 		srv.SeedHistory(sess.history, sess.conversationTotal)
@@ -494,4 +501,12 @@ func shutdownOnSignal(parent context.Context, logger *slog.Logger) (context.Cont
 			cancel(context.Canceled)
 		})
 	}
+}
+
+// intOr is *p, or def when p is nil (0 means "the server's default").
+func intOr(p *int, def int) int {
+	if p != nil {
+		return *p
+	}
+	return def
 }

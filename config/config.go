@@ -85,6 +85,32 @@ type File struct {
 	// confirm before they start. An empty list turns the policy off; nil
 	// (absent) keeps the defaults.
 	ConfirmPatterns *[]string `json:"confirmPatterns,omitempty"`
+	// Limits bound the control socket; absent fields keep the defaults.
+	Limits Limits `json:"limits,omitzero"`
+}
+
+// Limits are the control socket's bounds (docs/configuration.md).
+type Limits struct {
+	MaxClients     *int `json:"maxClients,omitempty"`     // attached clients at once; default 4096
+	MaxInflight    *int `json:"maxInflight,omitempty"`    // native requests in flight per client; default 16
+	HelloTimeoutMs *int `json:"helloTimeoutMs,omitempty"` // time to send hello; default 10000
+	WriteTimeoutMs *int `json:"writeTimeoutMs,omitempty"` // per write to a client; default 10000
+	QueueBytes     *int `json:"queueBytes,omitempty"`     // per-client backlog before eviction; default 8 MiB
+	SoftQueueBytes *int `json:"softQueueBytes,omitempty"` // backlog that holds task output back; default 1 MiB
+}
+
+// limitRanges are the accepted ranges of each limit.
+var limitRanges = []struct {
+	name     string
+	get      func(Limits) *int
+	min, max int
+}{
+	{"maxClients", func(l Limits) *int { return l.MaxClients }, 1, 65536},
+	{"maxInflight", func(l Limits) *int { return l.MaxInflight }, 1, 1024},
+	{"helloTimeoutMs", func(l Limits) *int { return l.HelloTimeoutMs }, 100, 600000},
+	{"writeTimeoutMs", func(l Limits) *int { return l.WriteTimeoutMs }, 100, 600000},
+	{"queueBytes", func(l Limits) *int { return l.QueueBytes }, 64 << 10, 1 << 30},
+	{"softQueueBytes", func(l Limits) *int { return l.SoftQueueBytes }, 16 << 10, 1 << 30},
 }
 
 // TelegramHub is the "telegramHub" object of config.json.
@@ -152,6 +178,14 @@ func (f File) validate() error {
 	}
 	if err := checkName(f.Name); err != nil {
 		return fmt.Errorf("field \"name\" %w", err)
+	}
+	for _, r := range limitRanges {
+		if v := r.get(f.Limits); v != nil && (*v < r.min || *v > r.max) {
+			return fmt.Errorf("field \"limits.%s\" must be between %d and %d, got %d", r.name, r.min, r.max, *v)
+		}
+	}
+	if q, s := f.Limits.QueueBytes, f.Limits.SoftQueueBytes; s != nil && *s > pick(q, 8<<20) {
+		return fmt.Errorf("field \"limits.softQueueBytes\" (%d) must not be larger than limits.queueBytes (%d)", *s, pick(q, 8<<20))
 	}
 	if f.ConfirmPatterns != nil {
 		if len(*f.ConfirmPatterns) > 256 {
@@ -255,4 +289,11 @@ func jsonKind(v string) string {
 		return "boolean"
 	}
 	return v
+}
+
+func pick(p *int, def int) int {
+	if p != nil {
+		return *p
+	}
+	return def
 }

@@ -218,3 +218,24 @@ func TestConfirmPatterns(t *testing.T) {
 		t.Fatalf("wrong type: %v", err)
 	}
 }
+
+func TestLimits(t *testing.T) {
+	home := t.TempDir()
+	write := func(s string) { os.WriteFile(filepath.Join(home, "config.json"), []byte(s), 0o600) }
+	write(`{"limits": {"maxClients": 10, "queueBytes": 1048576, "softQueueBytes": 65536, "helloTimeoutMs": 500}}`)
+	f, err := Load(home)
+	if err != nil || *f.Limits.MaxClients != 10 || *f.Limits.HelloTimeoutMs != 500 || f.Limits.MaxInflight != nil {
+		t.Fatalf("%+v %v", f.Limits, err)
+	}
+	for cfg, want := range map[string]string{
+		`{"limits": {"maxClients": 0}}`:                                   `"limits.maxClients" must be between 1 and 65536, got 0`,
+		`{"limits": {"queueBytes": 1024}}`:                                `"limits.queueBytes" must be between`,
+		`{"limits": {"softQueueBytes": 2097152, "queueBytes": 1048576}}`: "must not be larger than limits.queueBytes",
+		`{"limits": {"writeTimeoutMs": "5s"}}`:                            "writeTimeoutMs",
+	} {
+		write(cfg)
+		if _, err := Load(home); err == nil || !strings.Contains(err.Error(), want) || !strings.Contains(err.Error(), "config.json") {
+			t.Errorf("%s: %v, want %q", cfg, err, want)
+		}
+	}
+}

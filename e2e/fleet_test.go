@@ -556,3 +556,29 @@ func TestStalledConsoleDuringFlood(t *testing.T) {
 	}
 	d.stop()
 }
+
+func TestConfiguredLimits(t *testing.T) {
+	e := newEnv(t)
+	os.WriteFile(filepath.Join(e.home, "config.json"), []byte(`{"limits": {"maxClients": 2, "helloTimeoutMs": 300}}`), 0o600)
+	d := e.start("--control-socket")
+	d.dial(protocol.ClientOther, "one")
+	d.dial(protocol.ClientOther, "two")
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if _, err := client.Dial(ctx, d.desc, client.Options{ClientKind: protocol.ClientOther}); err == nil || !strings.Contains(err.Error(), "too many clients") {
+		t.Fatalf("third client: %v", err)
+	}
+	// A connection that never says hello is cut after helloTimeoutMs.
+	c, err := net.Dial("unix", d.desc.SocketPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	start := time.Now()
+	c.SetReadDeadline(time.Now().Add(5 * time.Second))
+	line, _ := bufio.NewReader(c).ReadString('\n')
+	if !strings.Contains(line, "no hello within 300ms") || time.Since(start) > 4*time.Second {
+		t.Fatalf("hello timeout: %q after %s", line, time.Since(start))
+	}
+	d.stop()
+}
