@@ -228,10 +228,10 @@ func TestLimits(t *testing.T) {
 		t.Fatalf("%+v %v", f.Limits, err)
 	}
 	for cfg, want := range map[string]string{
-		`{"limits": {"maxClients": 0}}`:                                   `"limits.maxClients" must be between 1 and 65536, got 0`,
-		`{"limits": {"queueBytes": 1024}}`:                                `"limits.queueBytes" must be between`,
+		`{"limits": {"maxClients": 0}}`:                                  `"limits.maxClients" must be between 1 and 65536, got 0`,
+		`{"limits": {"queueBytes": 1024}}`:                               `"limits.queueBytes" must be between`,
 		`{"limits": {"softQueueBytes": 2097152, "queueBytes": 1048576}}`: "must not be larger than limits.queueBytes",
-		`{"limits": {"writeTimeoutMs": "5s"}}`:                            "writeTimeoutMs",
+		`{"limits": {"writeTimeoutMs": "5s"}}`:                           "writeTimeoutMs",
 	} {
 		write(cfg)
 		if _, err := Load(home); err == nil || !strings.Contains(err.Error(), want) || !strings.Contains(err.Error(), "config.json") {
