@@ -1,0 +1,156 @@
+package e2e
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/agents-fleet/fleet/protocol"
+	"github.com/agents-fleet/fleet/store"
+)
+
+// TestKill9Soak kills the daemon with SIGKILL during a flood of task output
+// and during a storm of native mutations, FLEET_SOAK times (scripts/
+// kill9-soak.sh runs it 20 times), resuming the same session each time.
+// After every restart: the databases open, every transcript line a console
+// was told is stored, and every acknowledged receipt is present.
+func TestKill9Soak(t *testing.T) {
+	rounds, _ := strconv.Atoi(os.Getenv("FLEET_SOAK"))
+	if rounds <= 0 {
+		t.Skip("set FLEET_SOAK=N to run N kill -9 rounds (scripts/kill9-soak.sh)")
+	}
+	e := newEnv(t)
+	session := ""
+	acked := map[string]map[string]any{} // operationId → body, across rounds
+	ackedRev := map[string]int64{}
+	for round := range rounds {
+		args := []string{"--control-socket", "--native-root"}
+		if session != "" {
+			args = []string{"--control-socket", "--resume", session}
+		}
+		d := e.start(args...)
+		w := d.dial(protocol.ClientOther, "witness")
+		if session == "" {
+			session = w.Welcome().SessionID
+		}
+		// Every receipt acknowledged in earlier rounds is still there.
+		for op, body := range acked {
+			r, err := nativeCall(d, body)
+			if err != nil || r.Receipt == nil || r.Receipt.Revision != ackedRev[op] {
+				t.Fatalf("round %d: receipt %s lost: %v %+v", round, op, err, r)
+			}
+		}
+		list, err := nativeCall(d, map[string]any{"action": "list"})
+		if err != nil || len(list.Roots) == 0 {
+			t.Fatalf("round %d: list: %v", round, err)
+		}
+		root := list.Roots[0].ID
+
+		// The flood, witnessed.
+		told := map[string]bool{}
+		var mu sync.Mutex
+		witnessDone := make(chan struct{})
+		go func() {
+			defer close(witnessDone)
+			for {
+				m, _, _, err := w.Next()
+				if err != nil {
+					return
+				}
+				if tr, ok := m.(*protocol.Transcript); ok && strings.HasPrefix(tr.Text, fmt.Sprintf("r%d-", round)) {
+					mu.Lock()
+					told[tr.Agent+"|"+tr.Text] = true
+					mu.Unlock()
+				}
+			}
+		}()
+		if _, err := w.Prompt(fmt.Sprintf("$ seq 1 100000 | sed 's/^/r%d-/'", round)); err != nil {
+			t.Fatal(err)
+		}
+		// The storm, from two clients.
+		stop := make(chan struct{})
+		var storm sync.WaitGroup
+		for c := range 2 {
+			storm.Add(1)
+			go func() {
+				defer storm.Done()
+				for i := 0; ; i++ {
+					select {
+					case <-stop:
+						return
+					default:
+					}
+					st, err := nativeCall(d, map[string]any{"action": "status", "rootId": root})
+					if err != nil || st.Root == nil {
+						return
+					}
+					action := "pause"
+					if st.Root.Intent == "pause" {
+						action = "resume"
+					}
+					op := fmt.Sprintf("soak-%d-%d-%d", round, c, i)
+					body := map[string]any{"action": action, "rootId": root, "operationId": op, "expectedRevision": st.Root.Revision}
+					r, err := nativeCall(d, body)
+					if err != nil {
+						return
+					}
+					if r.Receipt != nil {
+						mu.Lock()
+						acked[op], ackedRev[op] = body, r.Receipt.Revision
+						mu.Unlock()
+					}
+				}
+			}()
+		}
+		// Kill mid-flood, at a different point each round.
+		want := 500 + 4000*(round%5)
+		for deadline := time.Now().Add(15 * time.Second); time.Now().Before(deadline); time.Sleep(2 * time.Millisecond) {
+			mu.Lock()
+			n := len(told)
+			mu.Unlock()
+			if n >= want {
+				break
+			}
+		}
+		d.cmd.Process.Signal(syscall.SIGKILL)
+		<-d.done
+		close(stop)
+		storm.Wait()
+		w.Close()
+		<-witnessDone
+
+		st, err := store.Open(filepath.Join(e.home, "state", "fleet.db"))
+		if err != nil {
+			t.Fatalf("round %d: the session DB does not open after kill -9: %v", round, err)
+		}
+		loaded, err := st.Load(context.Background(), session, store.Limits{Conversation: 1, TranscriptPerAgent: 1 << 20, TranscriptAgents: 1 << 10, Hub: 1})
+		st.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+		stored := map[string]bool{}
+		for agent, lines := range loaded.Transcripts {
+			for _, l := range lines {
+				stored[agent+"|"+l.Text] = true
+			}
+		}
+		mu.Lock()
+		for line := range told {
+			if !stored[line] {
+				t.Fatalf("round %d: %q was told to a console but is not stored", round, line)
+			}
+		}
+		t.Logf("round %d: %d lines told, all stored; %d receipts acknowledged so far", round, len(told), len(acked))
+		mu.Unlock()
+	}
+	raw, _ := json.Marshal(len(acked))
+	t.Logf("acknowledged receipts over all rounds: %s", raw)
+}
