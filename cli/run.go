@@ -12,6 +12,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"runtime/pprof"
 	"sync"
 	"syscall"
 	"time"
@@ -42,6 +43,7 @@ type runOptions struct {
 	statusEvery   time.Duration
 	requestTTL    time.Duration
 	logLevel      string
+	cpuProfile    string
 }
 
 func newRunCmd() *cobra.Command {
@@ -91,7 +93,9 @@ On shutdown running tasks are stopped, pending questions resolve as
 	f.DurationVar(&o.statusEvery, "status-interval", time.Second, "how often status and fleetState are sent when something changed")
 	f.DurationVar(&o.requestTTL, "request-ttl", 30*time.Minute, "how long a confirm or ask waits before it expires")
 	f.StringVar(&o.logLevel, "log-level", "info", "log level: debug, info, warn, error")
+	f.StringVar(&o.cpuProfile, "cpuprofile", "", "write a CPU profile of the run to this file (for performance work)")
 	f.MarkHidden("status-interval")
+	f.MarkHidden("cpuprofile")
 	cmd.MarkFlagsMutuallyExclusive("native-root", "no-native-root")
 	return cmd
 }
@@ -108,6 +112,17 @@ func runFleet(cmd *cobra.Command, o runOptions, prompt string) error {
 	}
 	if o.requestTTL <= 0 {
 		return fmt.Errorf("--request-ttl %s: must be positive", o.requestTTL)
+	}
+	if o.cpuProfile != "" {
+		pf, err := os.Create(o.cpuProfile)
+		if err != nil {
+			return fmt.Errorf("--cpuprofile: %w", err)
+		}
+		defer pf.Close()
+		if err := pprof.StartCPUProfile(pf); err != nil {
+			return fmt.Errorf("--cpuprofile: %w", err)
+		}
+		defer pprof.StopCPUProfile()
 	}
 	var level slog.Level
 	if err := level.UnmarshalText([]byte(o.logLevel)); err != nil {
