@@ -76,6 +76,7 @@ type pendingRequest struct {
 // rawEntry is a broadcast frame kept for hydrate, with its time.
 type rawEntry struct {
 	ts    int64
+	seq   uint64 // arrival order, to order lines with equal ts
 	frame []byte // the whole frame, newline included
 }
 
@@ -151,7 +152,7 @@ func (r *replayCache) addTranscript(agent string, ts int64, frame []byte) {
 	if ts == 0 {
 		ts = nowMs()
 	}
-	al.lines.push(rawEntry{ts: ts, frame: frame})
+	al.lines.push(rawEntry{ts: ts, seq: r.tick, frame: frame})
 }
 
 func (r *replayCache) dropQuietestAgent() {
@@ -209,11 +210,20 @@ func (r *replayCache) buildHydrate() []byte {
 	budget := hydrateBudget - len(convo) - 128
 
 	hub := r.hub.items()
-	var lines []rawEntry
+	n := 0
 	for _, al := range r.transcripts {
-		lines = append(lines, al.lines.items()...)
+		n += al.lines.len()
 	}
-	slices.SortStableFunc(lines, func(a, b rawEntry) int { return cmp.Compare(a.ts, b.ts) })
+	lines := make([]rawEntry, 0, n)
+	for _, al := range r.transcripts {
+		lines = al.lines.appendTo(lines)
+	}
+	slices.SortFunc(lines, func(a, b rawEntry) int {
+		if c := cmp.Compare(a.ts, b.ts); c != 0 {
+			return c
+		}
+		return cmp.Compare(a.seq, b.seq)
+	})
 	// Drop the oldest transcript lines, then the oldest hub events, until
 	// the rest fits.
 	size := 0
@@ -293,6 +303,12 @@ func (r *ring[T]) push(v T) {
 }
 
 func (r *ring[T]) len() int { return len(r.buf) }
+
+// appendTo appends the entries, oldest first, to dst.
+func (r *ring[T]) appendTo(dst []T) []T {
+	dst = append(dst, r.buf[r.start:]...)
+	return append(dst, r.buf[:r.start]...)
+}
 
 // items returns the entries oldest first, in a fresh slice.
 func (r *ring[T]) items() []T {

@@ -3,6 +3,7 @@ package store
 import (
 	"fmt"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -111,4 +112,29 @@ func buildLoadFixture(b *testing.B, s *Store, n int) {
 	}
 	flush()
 	b.Logf("fixture: %d transcript lines in %v", n, time.Since(start).Round(time.Millisecond))
+}
+
+// BenchmarkAppendLatency measures the latency of single-record Appends (a
+// quiet fleet: one transcript line per transaction) and reports its p50,
+// p99 and max, where a WAL checkpoint paid by a commit would show.
+func BenchmarkAppendLatency(b *testing.B) {
+	s := openT(b, filepath.Join(b.TempDir(), "fleet.db"))
+	createT(b, s, newSession("bench", 1))
+	recs := transcriptBatch(1)
+	ctx := b.Context()
+	lat := make([]time.Duration, 0, 1<<16)
+	b.ResetTimer()
+	for b.Loop() {
+		t0 := time.Now()
+		if err := s.Append(ctx, "bench", recs); err != nil {
+			b.Fatal(err)
+		}
+		lat = append(lat, time.Since(t0))
+	}
+	slices.Sort(lat)
+	q := func(p float64) float64 { return float64(lat[min(len(lat)-1, int(p*float64(len(lat))))].Microseconds()) }
+	b.ReportMetric(q(0.50), "p50-µs")
+	b.ReportMetric(q(0.99), "p99-µs")
+	b.ReportMetric(q(0.999), "p99.9-µs")
+	b.ReportMetric(float64(lat[len(lat)-1].Microseconds()), "max-µs")
 }

@@ -355,40 +355,50 @@ func parseAsk(s string) (provider.Question, error) {
 	return q, nil
 }
 
-// tailBuffer keeps the last output lines, enough for ResultChars runes.
+// tailBuffer keeps the end of the output, enough for ResultChars runes:
+// a byte window of at most tailBytes, trimmed from the front. It runs on
+// the hot path (every line), so it only copies bytes; counting runes
+// happens once, in String.
 type tailBuffer struct {
-	mu    sync.Mutex
-	lines []string
-	size  int // runes in lines, counting one newline between each
+	mu  sync.Mutex
+	buf []byte // lines joined by '\n', newest last
 }
+
+// tailBytes bounds the window: ResultChars runes are at most 4 bytes each.
+const tailBytes = ResultChars * utf8.UTFMax
 
 func (t *tailBuffer) add(line string) {
-	n := utf8.RuneCountInString(line)
-	if n > ResultChars {
-		// Keep only what can appear in the result.
-		r := []rune(line)
-		line = string(r[len(r)-ResultChars:])
-		n = ResultChars
-	}
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	t.lines = append(t.lines, line)
-	t.size += n + 1
-	for len(t.lines) > 1 && t.size-(utf8.RuneCountInString(t.lines[0])+1) >= ResultChars {
-		t.size -= utf8.RuneCountInString(t.lines[0]) + 1
-		t.lines[0] = ""
-		t.lines = t.lines[1:]
+	if len(t.buf) > 0 {
+		t.buf = append(t.buf, '\n')
+	}
+	if len(line) > tailBytes {
+		line = line[len(line)-tailBytes:]
+	}
+	t.buf = append(t.buf, line...)
+	if len(t.buf) > 2*tailBytes {
+		// Drop the front, keeping the newest tailBytes.
+		t.buf = append(t.buf[:0], t.buf[len(t.buf)-tailBytes:]...)
 	}
 }
 
-// String returns the tail, at most ResultChars runes, cut at the front.
+// String returns the tail, at most ResultChars runes, cut at the front (on
+// a rune boundary).
 func (t *tailBuffer) String() string {
 	t.mu.Lock()
-	s := strings.Join(t.lines, "\n")
-	t.mu.Unlock()
-	if utf8.RuneCountInString(s) <= ResultChars {
-		return s
+	b := t.buf
+	if len(b) > tailBytes {
+		b = b[len(b)-tailBytes:]
 	}
-	r := []rune(s)
-	return string(r[len(r)-ResultChars:])
+	s := string(b)
+	t.mu.Unlock()
+	for len(s) > 0 && !utf8.RuneStart(s[0]) {
+		s = s[1:]
+	}
+	if n := utf8.RuneCountInString(s); n > ResultChars {
+		r := []rune(s)
+		return string(r[len(r)-ResultChars:])
+	}
+	return s
 }
