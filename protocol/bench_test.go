@@ -2,6 +2,7 @@ package protocol
 
 import (
 	"bytes"
+	"encoding/json"
 	"fmt"
 	"io"
 	"sort"
@@ -134,6 +135,43 @@ func BenchmarkReader(b *testing.B) {
 		}
 		if n != 1001 {
 			b.Fatalf("read %d frames", n)
+		}
+	}
+}
+
+// BenchmarkDecodeMixedStdlib is the baseline for BenchmarkDecodeMixed:
+// encoding/json alone decoding the same corpus into the same typed structs,
+// with no type peek, required-field or field-type checks.
+func BenchmarkDecodeMixedStdlib(b *testing.B) {
+	golden := goldenFrames(b)
+	type entry struct {
+		frame []byte
+		new   func() any
+	}
+	var corpus []entry
+	total := 0
+	names := make([]string, 0, len(golden))
+	for n := range golden {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	for _, n := range names {
+		f := golden[n]
+		typ, _ := PeekType(f)
+		e := registry[typ]
+		if e == nil {
+			continue
+		}
+		corpus = append(corpus, entry{f, func() any { return e.new() }})
+		total += len(f)
+	}
+	b.SetBytes(int64(total))
+	b.ReportAllocs()
+	for b.Loop() {
+		for _, c := range corpus {
+			if err := json.Unmarshal(c.frame, c.new()); err != nil {
+				b.Fatal(err)
+			}
 		}
 	}
 }
