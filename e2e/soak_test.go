@@ -154,3 +154,72 @@ func TestKill9Soak(t *testing.T) {
 	raw, _ := json.Marshal(len(acked))
 	t.Logf("acknowledged receipts over all rounds: %s", raw)
 }
+
+// A clean shutdown in the middle of a flood loses nothing that was told and
+// leaves no files behind.
+func TestCleanShutdownUnderLoad(t *testing.T) {
+	e := newEnv(t)
+	d := e.start("--control-socket")
+	w := d.dial(protocol.ClientOther, "witness")
+	session := w.Welcome().SessionID
+	told := map[string]bool{}
+	var mu sync.Mutex
+	closed := make(chan struct{})
+	go func() {
+		defer close(closed)
+		for {
+			m, _, _, err := w.Next()
+			if err != nil {
+				return
+			}
+			if tr, ok := m.(*protocol.Transcript); ok && tr.Role == protocol.RoleTool {
+				mu.Lock()
+				told[tr.Agent+"|"+tr.Text] = true
+				mu.Unlock()
+			}
+		}
+	}()
+	w.Prompt("$ seq 1 2000000")
+	for deadline := time.Now().Add(15 * time.Second); time.Now().Before(deadline); time.Sleep(2 * time.Millisecond) {
+		mu.Lock()
+		n := len(told)
+		mu.Unlock()
+		if n >= 20000 {
+			break
+		}
+	}
+	start := time.Now()
+	d.stop() // SIGTERM; fails unless the exit is clean
+	t.Logf("shutdown under load took %s", time.Since(start))
+	<-closed
+	for _, p := range []string{d.desc.SocketPath, d.desc.TokenPath, filepath.Join(e.home, "sockets", d.desc.ID+".json")} {
+		if _, err := os.Stat(p); err == nil {
+			t.Errorf("%s left behind", p)
+		}
+	}
+	st, err := store.Open(filepath.Join(e.home, "state", "fleet.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	loaded, err := st.Load(context.Background(), session, store.Limits{Conversation: 1, TranscriptPerAgent: 1 << 22, TranscriptAgents: 4, Hub: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	stored := map[string]bool{}
+	for agent, lines := range loaded.Transcripts {
+		for _, l := range lines {
+			stored[agent+"|"+l.Text] = true
+		}
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(told) < 20000 {
+		t.Fatalf("only %d lines told", len(told))
+	}
+	for line := range told {
+		if !stored[line] {
+			t.Fatalf("%q was told but not stored", line)
+		}
+	}
+}
