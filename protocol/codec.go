@@ -184,6 +184,11 @@ func AppendEncode(dst []byte, m Message) ([]byte, error) {
 			return dst, errors.New("protocol: encode nil message")
 		}
 		return appendFrame(dst, TypeHubEvent, (*hubEventFields)(u))
+	case *Transcript:
+		if u == nil {
+			return dst, errors.New("protocol: encode nil message")
+		}
+		return appendTranscript(dst, u)
 	}
 	if v := reflect.ValueOf(m); v.Kind() == reflect.Pointer && v.IsNil() {
 		return dst, errors.New("protocol: encode nil message")

@@ -149,7 +149,18 @@ func TestCrashSafety(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		lastToldLines := querySQL(t, s.r, `SELECT count(*) FROM transcript WHERE text LIKE ?`, fmt.Sprintf("b%d/%%", told))
+		all, err := s.Load(t.Context(), "crash", Limits{TranscriptPerAgent: 1 << 30, Conversation: -1, Hub: -1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var lastToldLines int
+		for _, lines := range all.Transcripts {
+			for _, ln := range lines {
+				if strings.HasPrefix(ln.Text, fmt.Sprintf("b%d/", told)) {
+					lastToldLines++
+				}
+			}
+		}
 		distinct := querySQL(t, s.r, `SELECT count(DISTINCT text) FROM conversation`)
 		t.Logf("round %d: told %d, stored %d batches (%d transcript lines)", round, told, stored, lines)
 		switch {

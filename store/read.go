@@ -64,9 +64,14 @@ type Loaded struct {
 const (
 	qConversationWindow = `SELECT ts, role, source, text, request_id FROM conversation WHERE sid = ? ORDER BY seq DESC LIMIT ?`
 	qHubWindow          = `SELECT ts, from_agent, kind, to_agent, text FROM hub WHERE sid = ? ORDER BY seq DESC LIMIT ?`
-	qRecentAgents       = `SELECT aid, agent FROM transcript_agents WHERE sid = ? ORDER BY last_seq DESC LIMIT ?`
-	qAgentWindow        = `SELECT ts, role, stream, text FROM transcript WHERE aid = ? ORDER BY seq DESC LIMIT ?`
-	qPrefix             = `SELECT id FROM sessions WHERE id >= ? ORDER BY id LIMIT ?`
+	qRecentAgents       = `SELECT aid, agent, lines FROM transcript_agents WHERE sid = ? ORDER BY last_seq DESC LIMIT ?`
+	// An agent's chunks, newest first: Load reads until it has its window
+	// (at most one chunk per line of the window).
+	qAgentChunks = `SELECT first_line, lines, data FROM transcript_chunks WHERE aid = ? ORDER BY seq DESC LIMIT ?`
+	// Lines written before migration 0002, one row each: older than every
+	// chunk of their agent.
+	qAgentWindow = `SELECT ts, role, stream, text FROM transcript WHERE aid = ? ORDER BY seq DESC LIMIT ?`
+	qPrefix      = `SELECT id FROM sessions WHERE id >= ? ORDER BY id LIMIT ?`
 )
 
 const sessionCols = `sid, id, name, cwd, provider, model, mode, repo_root, started_at, last_active`
@@ -312,14 +317,10 @@ func loadTx(ctx context.Context, tx *sql.Tx, id string, lim Limits) (*Loaded, er
 	slices.Reverse(l.Hub)
 
 	// Transcripts: the most recently active agents, then each one's window.
-	type agentRow struct {
-		aid  int64
-		name string
-	}
 	var agents []agentRow
 	err = queryEach(ctx, tx, func(r rowScanner) error {
 		var a agentRow
-		if err := r.Scan(&a.aid, &a.name); err != nil {
+		if err := r.Scan(&a.aid, &a.name, &a.lines); err != nil {
 			return err
 		}
 		agents = append(agents, a)
@@ -329,32 +330,32 @@ func loadTx(ctx context.Context, tx *sql.Tx, id string, lim Limits) (*Loaded, er
 		return nil, err
 	}
 	if len(agents) > 0 && lim.TranscriptPerAgent > 0 {
-		st, err := tx.PrepareContext(ctx, qAgentWindow)
+		chunks, err := tx.PrepareContext(ctx, qAgentChunks)
 		if err != nil {
 			return nil, err
 		}
-		defer st.Close()
+		defer chunks.Close()
+		var old *sql.Stmt // prepared on first use: only old databases need it
+		defer func() {
+			if old != nil {
+				old.Close()
+			}
+		}()
 		for _, a := range agents {
-			lines := make([]TranscriptLine, 0, min(lim.TranscriptPerAgent, 256))
-			rows, err := st.QueryContext(ctx, a.aid, lim.TranscriptPerAgent)
+			lines, more, err := agentWindow(ctx, chunks, a, lim.TranscriptPerAgent)
 			if err != nil {
-				return nil, err
+				return nil, fmt.Errorf("transcript of agent %q: %w", a.name, err)
 			}
-			for rows.Next() {
-				t := TranscriptLine{Agent: a.name}
-				if err := rows.Scan(&t.Ts, &t.Role, &t.Stream, &t.Text); err != nil {
-					rows.Close()
-					return nil, err
+			if more > 0 {
+				if old == nil {
+					if old, err = tx.PrepareContext(ctx, qAgentWindow); err != nil {
+						return nil, err
+					}
 				}
-				lines = append(lines, t)
+				if lines, err = oldAgentWindow(ctx, old, a, lines, more); err != nil {
+					return nil, fmt.Errorf("transcript of agent %q: %w", a.name, err)
+				}
 			}
-			if err := rows.Close(); err != nil {
-				return nil, err
-			}
-			if err := rows.Err(); err != nil {
-				return nil, err
-			}
-			slices.Reverse(lines)
 			l.Transcripts[a.name] = lines
 		}
 	}
@@ -398,6 +399,76 @@ func loadTx(ctx context.Context, tx *sql.Tx, id string, lim Limits) (*Loaded, er
 		return nil, err
 	}
 	return l, nil
+}
+
+type agentRow struct {
+	aid   int64
+	name  string
+	lines int64 // the agent's line count
+}
+
+// agentWindow reads the last n lines of agent a from its chunks, newest
+// chunk first, and returns them oldest first. more > 0 says that the
+// window wants more lines than the chunks hold and that the agent has
+// older lines in the old transcript table: the returned slice then has
+// room for them before its first element (see oldAgentWindow).
+func agentWindow(ctx context.Context, chunks *sql.Stmt, a agentRow, n int) (lines []TranscriptLine, more int, err error) {
+	want := int(min(int64(n), a.lines))
+	lines = make([]TranscriptLine, want)
+	pos := want // lines[pos:] are filled
+	if want == 0 {
+		return lines, 0, nil
+	}
+	rows, err := chunks.QueryContext(ctx, a.aid, want)
+	if err != nil {
+		return nil, 0, err
+	}
+	defer rows.Close()
+	oldest := int64(-1) // first_line of the oldest chunk read; -1: none
+	for pos > 0 && rows.Next() {
+		var first, cnt int64
+		var data sql.RawBytes
+		if err := rows.Scan(&first, &cnt, &data); err != nil {
+			return nil, 0, err
+		}
+		k := int(min(int64(pos), cnt))
+		if err := decodeChunkTail(data, int(cnt), a.name, lines[pos-k:pos]); err != nil {
+			return nil, 0, err
+		}
+		pos -= k
+		oldest = first
+	}
+	if err := rows.Err(); err != nil {
+		return nil, 0, err
+	}
+	if pos > 0 && oldest != 0 {
+		// The agent's first lines predate the chunks (migration 0002).
+		return lines, pos, nil
+	}
+	return lines[pos:], 0, nil
+}
+
+// oldAgentWindow fills lines[:more] from the old transcript table, newest
+// row last, and returns the filled part.
+func oldAgentWindow(ctx context.Context, old *sql.Stmt, a agentRow, lines []TranscriptLine, more int) ([]TranscriptLine, error) {
+	rows, err := old.QueryContext(ctx, a.aid, more)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	pos := more
+	for pos > 0 && rows.Next() {
+		t := TranscriptLine{Agent: a.name}
+		if err := rows.Scan(&t.Ts, &t.Role, &t.Stream, &t.Text); err != nil {
+			return nil, err
+		}
+		pos--
+		lines[pos] = t
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return lines[pos:], nil
 }
 
 // queryEach runs q in tx and calls f for every row.

@@ -63,6 +63,10 @@ type Store struct {
 	path string
 	w    *sql.DB // exactly one connection: all writes, BEGIN IMMEDIATE
 	r    *sql.DB // read pool, query_only
+	ck   *checkpointer
+	// ckOnce stops ck, outside wmu (ck's catch-up pass takes wmu).
+	ckOnce sync.Once
+	ckErr  error
 
 	// rclosed is set by Close, for readers (which do not take wmu).
 	rclosed atomic.Bool
@@ -112,9 +116,11 @@ func Open(path string) (*Store, error) {
 	// mode=rw: never create the file behind our back (prepareFile did, with
 	// 0600). _txlock=immediate: a write transaction takes the write lock at
 	// BEGIN, so busy_timeout applies and a read-only database fails there.
-	// journal_mode is set by setWAL below, not here.
+	// journal_mode is set by setWAL below, not here. wal_autocheckpoint=0:
+	// commits never checkpoint, the checkpointer goroutine does.
 	w, err := sql.Open("sqlite", fmt.Sprintf("%s?mode=rw&_txlock=immediate"+
-		"&_pragma=busy_timeout(%d)&_pragma=foreign_keys(1)&_pragma=synchronous(NORMAL)", uri, ms))
+		"&_pragma=busy_timeout(%d)&_pragma=foreign_keys(1)&_pragma=synchronous(NORMAL)"+
+		"&_pragma=wal_autocheckpoint(0)", uri, ms))
 	if err != nil {
 		return nil, openError(abs, err)
 	}
@@ -167,15 +173,39 @@ func Open(path string) (*Store, error) {
 		return nil, openError(abs, err)
 	}
 	s.r = r
+	// The checkpointer's connection: like the writer's, synchronous=NORMAL
+	// (a checkpoint fsyncs the WAL before it copies it, and the database
+	// after).
+	ck, err := sql.Open("sqlite", fmt.Sprintf("%s?mode=rw&_pragma=busy_timeout(%d)&_pragma=synchronous(NORMAL)"+
+		"&_pragma=wal_autocheckpoint(0)", uri, ms))
+	if err == nil {
+		ck.SetMaxOpenConns(1)
+		ck.SetMaxIdleConns(1)
+		ck.SetConnMaxLifetime(0)
+		ck.SetConnMaxIdleTime(0)
+		err = ck.PingContext(ctx)
+		if err != nil {
+			ck.Close()
+		}
+	}
+	if err != nil {
+		s.stmts.close()
+		r.Close()
+		w.Close()
+		return nil, openError(abs, err)
+	}
+	s.ck = newCheckpointer(ck, &s.wmu)
 	return s, nil
 }
 
 // Path returns the absolute path of the database file.
 func (s *Store) Path() string { return s.path }
 
-// Close closes the database. The last connection to close checkpoints the
-// WAL into the database file and removes the -wal and -shm files.
+// Close stops the checkpointer and closes the database. The last connection
+// to close checkpoints the WAL into the database file and removes the -wal
+// and -shm files.
 func (s *Store) Close() error {
+	s.ckOnce.Do(func() { s.ckErr = s.ck.close() })
 	s.wmu.Lock()
 	defer s.wmu.Unlock()
 	if s.closed {
@@ -183,8 +213,11 @@ func (s *Store) Close() error {
 	}
 	s.closed = true
 	s.rclosed.Store(true)
+	err := s.ckErr
 	s.stmts.close()
-	err := s.r.Close()
+	if rerr := s.r.Close(); err == nil {
+		err = rerr
+	}
 	if werr := s.w.Close(); err == nil {
 		err = werr
 	}

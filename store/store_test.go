@@ -165,8 +165,13 @@ func TestFutureSchemaRefused(t *testing.T) {
 	if _, err := s.w.Exec(`INSERT INTO schema_migrations (version, name, applied_at) VALUES (?, 'future', 0)`, SchemaVersion()+1); err != nil {
 		t.Fatal(err)
 	}
-	// A rollback-journal file: switching it to WAL would be a write.
+	// A rollback-journal file: switching it to WAL would be a write. Only
+	// the write connection may stay open for that.
 	s.r.Close()
+	s.ckOnce.Do(func() { s.ckErr = s.ck.close() })
+	if s.ckErr != nil {
+		t.Fatal(s.ckErr)
+	}
 	if _, err := s.w.Exec(`PRAGMA journal_mode = DELETE`); err != nil {
 		t.Fatal(err)
 	}
@@ -650,8 +655,8 @@ func querySQL(t testing.TB, db *sql.DB, q string, args ...any) int64 {
 // (a sort would read the whole range before LIMIT).
 func TestWindowQueriesUseIndexes(t *testing.T) {
 	s := openT(t, filepath.Join(t.TempDir(), "fleet.db"))
-	for _, q := range []string{qConversationWindow, qHubWindow, qRecentAgents, qAgentWindow, qPrefix,
-		`SELECT max(seq) FROM transcript WHERE aid = ?`} {
+	for _, q := range []string{qConversationWindow, qHubWindow, qRecentAgents, qAgentChunks, qAgentWindow, qPrefix,
+		`SELECT lines FROM transcript_agents WHERE aid = ?`} {
 		rows, err := s.r.Query("EXPLAIN QUERY PLAN "+q, 1, 1)
 		if err != nil {
 			t.Fatalf("%s: %v", q, err)

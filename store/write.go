@@ -1,26 +1,21 @@
 package store
 
 import (
+	"cmp"
 	"context"
 	"database/sql"
 	"errors"
 	"fmt"
-	"strings"
+	"slices"
 
 	"modernc.org/sqlite"
 	sqlite3 "modernc.org/sqlite/lib"
 )
 
-// Prepared write statements, indexes into stmts. stTranscript+k inserts
-// 1<<k transcript lines at once, k ≤ maxLinesLog.
+// Prepared write statements, indexes into stmts.
 const (
 	stConversation = iota
-	stTranscript
-	_ // 2 lines
-	_ // 4
-	_ // 8
-	_ // 16
-	_ // 32
+	stChunk
 	stHub
 	stTask
 	stWorker
@@ -32,46 +27,33 @@ const (
 	nStmts
 )
 
-// maxLinesLog: transcript lines are inserted up to 1<<maxLinesLog per
-// statement; a multi-row INSERT costs a third less per line than one row per
-// statement (BenchmarkAppendTranscript, see docs/store.md).
-const (
-	maxLinesLog = 5
-	maxLines    = 1 << maxLinesLog
-	lineArgs    = 5 // parameters per transcript row
-)
-
-var stmtSQL = func() [nStmts]string {
-	q := [nStmts]string{
-		stConversation: `INSERT INTO conversation (sid, ts, role, source, text, request_id) VALUES (?, ?, ?, ?, ?, ?)`,
-		stHub:          `INSERT INTO hub (sid, ts, from_agent, kind, to_agent, text) VALUES (?, ?, ?, ?, ?, ?)`,
-		stTask: `INSERT INTO tasks (sid, id, command, status, worker, reason, created_at, updated_at, attempts, loop_id, planned)
+var stmtSQL = [nStmts]string{
+	stConversation: `INSERT INTO conversation (sid, ts, role, source, text, request_id) VALUES (?, ?, ?, ?, ?, ?)`,
+	// first_line is the agent's line count before this chunk: a primary
+	// key lookup.
+	stChunk: `INSERT INTO transcript_chunks (aid, first_line, lines, last_ts, data)
+		VALUES (?1, (SELECT lines FROM transcript_agents WHERE aid = ?1), ?2, ?3, ?4)`,
+	stHub: `INSERT INTO hub (sid, ts, from_agent, kind, to_agent, text) VALUES (?, ?, ?, ?, ?, ?)`,
+	stTask: `INSERT INTO tasks (sid, id, command, status, worker, reason, created_at, updated_at, attempts, loop_id, planned)
 		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
 		ON CONFLICT (sid, id) DO UPDATE SET command = excluded.command, status = excluded.status,
 			worker = excluded.worker, reason = excluded.reason, created_at = excluded.created_at,
 			updated_at = excluded.updated_at, attempts = excluded.attempts, loop_id = excluded.loop_id,
 			planned = excluded.planned`,
-		stWorker: `INSERT INTO workers (sid, id, task_id, status, worktree_path, branch, base_commit, started_at, ended_at,
+	stWorker: `INSERT INTO workers (sid, id, task_id, status, worktree_path, branch, base_commit, started_at, ended_at,
 			last_activity_at, tool_uses)
 		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
 		ON CONFLICT (sid, id) DO UPDATE SET task_id = excluded.task_id, status = excluded.status,
 			worktree_path = excluded.worktree_path, branch = excluded.branch, base_commit = excluded.base_commit,
 			started_at = excluded.started_at, ended_at = excluded.ended_at,
 			last_activity_at = excluded.last_activity_at, tool_uses = excluded.tool_uses`,
-		stCounter: `INSERT INTO counters (sid, name, value) VALUES (?, ?, ?)
+	stCounter: `INSERT INTO counters (sid, name, value) VALUES (?, ?, ?)
 		ON CONFLICT (sid, name) DO UPDATE SET value = excluded.value`,
-		stAgentGet: `SELECT aid FROM transcript_agents WHERE sid = ? AND agent = ?`,
-		stAgentAdd: `INSERT INTO transcript_agents (sid, agent) VALUES (?, ?)`,
-		// An index lookup on transcript (aid, seq), once per agent per batch.
-		stAgentTouch:   `UPDATE transcript_agents SET last_seq = (SELECT max(seq) FROM transcript WHERE aid = ?1), lines = lines + ?2 WHERE aid = ?1`,
-		stSessionTouch: `UPDATE sessions SET last_active = ?, conversation_count = conversation_count + ?, hub_count = hub_count + ? WHERE sid = ?`,
-	}
-	for k := 0; k <= maxLinesLog; k++ {
-		rows := strings.TrimSuffix(strings.Repeat("(?, ?, ?, ?, ?), ", 1<<k), ", ")
-		q[stTranscript+k] = `INSERT INTO transcript (aid, ts, role, stream, text) VALUES ` + rows
-	}
-	return q
-}()
+	stAgentGet:     `SELECT aid FROM transcript_agents WHERE sid = ? AND agent = ?`,
+	stAgentAdd:     `INSERT INTO transcript_agents (sid, agent) VALUES (?, ?)`,
+	stAgentTouch:   `UPDATE transcript_agents SET last_seq = ?2, lines = lines + ?3 WHERE aid = ?1`,
+	stSessionTouch: `UPDATE sessions SET last_active = ?, conversation_count = conversation_count + ?, hub_count = hub_count + ? WHERE sid = ?`,
+}
 
 // stmts are the write statements, prepared once on the write connection and
 // bound to each batch's transaction with tx.Stmt (which reuses the prepared
@@ -106,41 +88,33 @@ type agentKey struct {
 // batch is Append's scratch space, reused across calls (guarded by wmu).
 type batch struct {
 	tx      [nStmts]*sql.Stmt // statements bound to the current transaction
-	touched []agentTouch      // agents that got lines in this batch
+	touched []agentChunk      // agents that got lines in this batch
 	added   []agentKey        // aids cached by this batch, forgotten on rollback
-	lines   []any             // arguments of transcript rows not inserted yet
 }
 
-type agentTouch struct {
-	aid, lines int64
+// agentChunk is the chunk of one agent's lines that the batch is building.
+type agentChunk struct {
+	aid    int64
+	lines  int64
+	last   int    // index in the batch of the agent's last line
+	lastTs int64  // its ts
+	buf    []byte // the encoded chunk (chunk.go)
 }
+
+// maxKeptChunkBuf: a chunk buffer larger than this is not kept for the next
+// batch.
+const maxKeptChunkBuf = 1 << 20
 
 func (b *batch) reset() {
 	b.tx = [nStmts]*sql.Stmt{}
+	all := b.touched[:cap(b.touched)]
+	for i := range all {
+		if cap(all[i].buf) > maxKeptChunkBuf {
+			all[i].buf = nil
+		}
+	}
 	b.touched = b.touched[:0]
 	b.added = b.added[:0]
-	clear(b.lines) // drop references to the caller's strings
-	b.lines = b.lines[:0]
-}
-
-// flushLines inserts the pending transcript rows, in order: full chunks of
-// maxLines rows, then the remainder in chunks of decreasing powers of two.
-func (b *batch) flushLines(s *Store, tx *sql.Tx) error {
-	args := b.lines
-	for len(args) > 0 {
-		k := maxLinesLog
-		for len(args) < lineArgs<<k {
-			k--
-		}
-		n := lineArgs << k
-		if _, err := b.stmt(s, tx, stTranscript+k).Exec(args[:n]...); err != nil {
-			return err
-		}
-		args = args[n:]
-	}
-	clear(b.lines)
-	b.lines = b.lines[:0]
-	return nil
 }
 
 // stmt returns statement i bound to tx, binding it on first use in the batch.
@@ -151,15 +125,23 @@ func (b *batch) stmt(s *Store, tx *sql.Tx, i int) *sql.Stmt {
 	return b.tx[i]
 }
 
-// touch returns the index of aid in b.touched, adding it.
+// touch returns the index of aid's chunk in b.touched, starting one (and
+// reusing a buffer of an earlier batch) for an agent new to the batch.
 func (b *batch) touch(aid int64) int {
 	for i := range b.touched {
 		if b.touched[i].aid == aid {
 			return i
 		}
 	}
-	b.touched = append(b.touched, agentTouch{aid: aid})
-	return len(b.touched) - 1
+	n := len(b.touched)
+	if n < cap(b.touched) {
+		b.touched = b.touched[:n+1]
+	} else {
+		b.touched = append(b.touched, agentChunk{})
+	}
+	c := &b.touched[n]
+	*c = agentChunk{aid: aid, buf: append(c.buf[:0], chunkFormat)}
+	return n
 }
 
 // CreateSession records a new session. Mode must be ModeLegacy or
@@ -250,6 +232,7 @@ func (s *Store) appendLocked(ctx context.Context, sessionID string, recs []Recor
 	// goroutine per statement. Cancellation still aborts the batch, since
 	// database/sql rolls the transaction back when ctx is done.
 	var convN, hubN int64
+	walBytes := int64(0) // estimated WAL growth, for the checkpointer
 	var agent string
 	ti := -1 // index in b.touched of agent's aid
 	for i := range recs {
@@ -269,25 +252,24 @@ func (s *Store) appendLocked(ctx context.Context, sessionID string, recs []Recor
 				}
 				agent, ti = l.Agent, b.touch(aid)
 			}
-			b.touched[ti].lines++
-			b.lines = append(b.lines, b.touched[ti].aid, l.Ts, l.Role, l.Stream, l.Text)
-			if len(b.lines) == lineArgs*maxLines {
-				if err := b.flushLines(s, tx); err != nil {
-					return err
-				}
-			}
+			c := &b.touched[ti]
+			c.buf = appendChunkLine(c.buf, c.lastTs, l)
+			c.lines++
+			c.last, c.lastTs = i, l.Ts
 		case r.Conversation != nil:
 			c := r.Conversation
 			if _, err := b.stmt(s, tx, stConversation).Exec(sid, c.Ts, c.Role, c.Source, c.Text, c.RequestID); err != nil {
 				return err
 			}
 			convN++
+			walBytes += int64(len(c.Text)+len(c.Source)+len(c.RequestID)) + walRow
 		case r.Hub != nil:
 			h := r.Hub
 			if _, err := b.stmt(s, tx, stHub).Exec(sid, h.Ts, h.From, h.Kind, h.To, h.Text); err != nil {
 				return err
 			}
 			hubN++
+			walBytes += int64(len(h.Text)+len(h.From)+len(h.To)) + walRow
 		case r.Task != nil:
 			t := r.Task
 			_, err := b.stmt(s, tx, stTask).Exec(sid, t.ID, t.Command, t.Status, t.Worker, t.Reason,
@@ -295,6 +277,7 @@ func (s *Store) appendLocked(ctx context.Context, sessionID string, recs []Recor
 			if err != nil {
 				return err
 			}
+			walBytes += walRow
 		case r.Worker != nil:
 			w := r.Worker
 			_, err := b.stmt(s, tx, stWorker).Exec(sid, w.ID, w.TaskID, w.Status, w.WorktreePath, w.Branch,
@@ -302,24 +285,40 @@ func (s *Store) appendLocked(ctx context.Context, sessionID string, recs []Recor
 			if err != nil {
 				return err
 			}
+			walBytes += walRow
 		case r.Counter != nil:
 			if _, err := b.stmt(s, tx, stCounter).Exec(sid, r.Counter.Name, r.Counter.Value); err != nil {
 				return err
 			}
+			walBytes += walRow
 		}
 	}
-	if err := b.flushLines(s, tx); err != nil {
-		return err
-	}
-	for _, a := range b.touched {
-		if _, err := b.stmt(s, tx, stAgentTouch).Exec(a.aid, a.lines); err != nil {
+	// One chunk per agent, in the order of the agents' last lines, so that
+	// last_seq orders the agents by their newest line.
+	slices.SortFunc(b.touched, func(x, y agentChunk) int { return cmp.Compare(x.last, y.last) })
+	for i := range b.touched {
+		c := &b.touched[i]
+		res, err := b.stmt(s, tx, stChunk).Exec(c.aid, c.lines, c.lastTs, c.buf)
+		if err != nil {
 			return err
 		}
+		seq, err := res.LastInsertId()
+		if err != nil {
+			return err
+		}
+		if _, err := b.stmt(s, tx, stAgentTouch).Exec(c.aid, seq, c.lines); err != nil {
+			return err
+		}
+		walBytes += int64(len(c.buf)) + 2*walPage
 	}
 	if _, err := b.stmt(s, tx, stSessionTouch).Exec(s.now(), convN, hubN, sid); err != nil {
 		return err
 	}
-	return tx.Commit()
+	if err := tx.Commit(); err != nil {
+		return err
+	}
+	s.ck.committed(walBytes + walPage)
+	return nil
 }
 
 // sidLocked returns the integer key of session id. s.wmu must be held.

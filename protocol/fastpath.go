@@ -1,0 +1,96 @@
+package protocol
+
+import (
+	"strconv"
+	"unicode/utf8"
+)
+
+// Transcript frames are the hot path of the fan-out (every line a task
+// prints), so they are encoded by hand, without reflection. The output is
+// byte-for-byte what encoding/json produces for the same message (with HTML
+// escaping off, as everywhere in this package); TestTranscriptFastPath and
+// FuzzTranscriptFastPath hold it to that.
+
+// appendTranscript appends the transcript frame, newline included.
+func appendTranscript(dst []byte, m *Transcript) ([]byte, error) {
+	start := len(dst)
+	dst = append(dst, `{"type":"transcript","role":`...)
+	dst = appendJSONString(dst, string(m.Role))
+	dst = append(dst, `,"text":`...)
+	dst = appendJSONString(dst, m.Text)
+	if m.Agent != "" {
+		dst = append(dst, `,"agent":`...)
+		dst = appendJSONString(dst, m.Agent)
+	}
+	if m.Ts != 0 {
+		dst = append(dst, `,"ts":`...)
+		dst = strconv.AppendInt(dst, m.Ts, 10)
+	}
+	if m.Stream != "" {
+		dst = append(dst, `,"stream":`...)
+		dst = appendJSONString(dst, string(m.Stream))
+	}
+	dst = append(dst, '}')
+	if len(dst)-start > MaxFrameSize {
+		return dst[:start], ErrFrameTooLarge
+	}
+	return append(dst, '\n'), nil
+}
+
+const hexDigits = "0123456789abcdef"
+
+// appendJSONString appends s as a JSON string exactly as encoding/json does
+// with SetEscapeHTML(false): \" \\ \b \f \n \r \t, other control
+// characters as \u00XX, invalid UTF-8 as \ufffd, U+2028 and U+2029
+// escaped.
+func appendJSONString(dst []byte, s string) []byte {
+	dst = append(dst, '"')
+	start := 0
+	for i := 0; i < len(s); {
+		b := s[i]
+		if b < utf8.RuneSelf {
+			if b >= 0x20 && b != '"' && b != '\\' {
+				i++
+				continue
+			}
+			dst = append(dst, s[start:i]...)
+			switch b {
+			case '"', '\\':
+				dst = append(dst, '\\', b)
+			case '\b':
+				dst = append(dst, '\\', 'b')
+			case '\f':
+				dst = append(dst, '\\', 'f')
+			case '\n':
+				dst = append(dst, '\\', 'n')
+			case '\r':
+				dst = append(dst, '\\', 'r')
+			case '\t':
+				dst = append(dst, '\\', 't')
+			default:
+				dst = append(dst, '\\', 'u', '0', '0', hexDigits[b>>4], hexDigits[b&0xF])
+			}
+			i++
+			start = i
+			continue
+		}
+		r, size := utf8.DecodeRuneInString(s[i:])
+		if r == utf8.RuneError && size == 1 {
+			dst = append(dst, s[start:i]...)
+			dst = append(dst, `\ufffd`...)
+			i += size
+			start = i
+			continue
+		}
+		if r == '\u2028' || r == '\u2029' {
+			dst = append(dst, s[start:i]...)
+			dst = append(dst, '\\', 'u', '2', '0', '2', hexDigits[r&0xF])
+			i += size
+			start = i
+			continue
+		}
+		i += size
+	}
+	dst = append(dst, s[start:]...)
+	return append(dst, '"')
+}
