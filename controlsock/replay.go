@@ -1,8 +1,7 @@
 package controlsock
 
 import (
-	"bytes"
-	"cmp"
+	"container/heap"
 	"encoding/json"
 	"slices"
 	"strconv"
@@ -209,40 +208,19 @@ func (r *replayCache) buildHydrate() []byte {
 	}
 	budget := hydrateBudget - len(convo) - 128
 
+	// Hub events first (they are few); the transcript lines get the rest.
 	hub := r.hub.items()
-	n := 0
-	for _, al := range r.transcripts {
-		n += al.lines.len()
-	}
-	lines := make([]rawEntry, 0, n)
-	for _, al := range r.transcripts {
-		lines = al.lines.appendTo(lines)
-	}
-	slices.SortFunc(lines, func(a, b rawEntry) int {
-		if c := cmp.Compare(a.ts, b.ts); c != 0 {
-			return c
-		}
-		return cmp.Compare(a.seq, b.seq)
-	})
-	// Drop the oldest transcript lines, then the oldest hub events, until
-	// the rest fits.
-	size := 0
-	for _, e := range lines {
-		size += len(e.frame) - len(transcriptPrefix) + 1
-	}
+	hubSize := 0
 	for _, e := range hub {
-		size += len(e.frame)
+		hubSize += len(e.frame)
 	}
-	for len(lines) > 0 && size > budget {
-		size -= len(lines[0].frame) - len(transcriptPrefix) + 1
-		lines = lines[1:]
-	}
-	for len(hub) > 0 && size > budget {
-		size -= len(hub[0].frame)
+	for len(hub) > 0 && hubSize > budget {
+		hubSize -= len(hub[0].frame)
 		hub = hub[1:]
 	}
+	lines := r.newestLines(budget - hubSize)
 
-	b := make([]byte, 0, size+len(convo)+128)
+	b := make([]byte, 0, hydrateBudget+len(convo)+128)
 	b = append(b, `{"type":"hydrate","conversation":`...)
 	b = append(b, convo...)
 	b = append(b, `,"transcripts":[`...)
@@ -251,18 +229,80 @@ func (r *replayCache) buildHydrate() []byte {
 			b = append(b, ',')
 		}
 		b = append(b, '{')
-		b = append(b, bytes.TrimSuffix(e.frame[len(transcriptPrefix):], []byte{'\n'})...)
+		b = append(b, trimNL(e.frame[len(transcriptPrefix):])...)
 	}
 	b = append(b, `],"hub":[`...)
 	for i, e := range hub {
 		if i > 0 {
 			b = append(b, ',')
 		}
-		b = append(b, bytes.TrimSuffix(e.frame, []byte{'\n'})...)
+		b = append(b, trimNL(e.frame)...)
 	}
 	b = append(b, `],"truncated":`...)
 	b = strconv.AppendBool(b, r.convoTotal > r.conversation.len())
 	return append(b, "}\n"...)
+}
+
+// newestLines returns the newest transcript lines across agents that fit in
+// budget bytes (as hydrate entries), oldest first. Each agent's ring is in
+// arrival order, so a merge from the newest ends takes only what is kept:
+// no sort of the whole window.
+func (r *replayCache) newestLines(budget int) []rawEntry {
+	cur := make(cursorHeap, 0, len(r.transcripts))
+	for _, al := range r.transcripts {
+		if al.lines.len() > 0 {
+			cur = append(cur, cursor{lines: &al.lines})
+		}
+	}
+	heap.Init(&cur)
+	var out []rawEntry
+	for len(cur) > 0 {
+		c := &cur[0]
+		e := c.lines.fromNewest(c.i)
+		size := len(e.frame) - len(transcriptPrefix) + 1
+		if size > budget {
+			break
+		}
+		budget -= size
+		out = append(out, e)
+		c.i++
+		if c.i == c.lines.len() {
+			heap.Pop(&cur)
+		} else {
+			heap.Fix(&cur, 0)
+		}
+	}
+	slices.Reverse(out)
+	return out
+}
+
+// cursor walks one agent's lines from the newest.
+type cursor struct {
+	lines *ring[rawEntry]
+	i     int // entries already taken
+}
+
+// cursorHeap orders cursors newest entry first.
+type cursorHeap []cursor
+
+func (h cursorHeap) Len() int { return len(h) }
+func (h cursorHeap) Less(i, j int) bool {
+	return h[i].lines.fromNewest(h[i].i).seq > h[j].lines.fromNewest(h[j].i).seq
+}
+func (h cursorHeap) Swap(i, j int) { h[i], h[j] = h[j], h[i] }
+func (h *cursorHeap) Push(x any)   { *h = append(*h, x.(cursor)) }
+func (h *cursorHeap) Pop() any {
+	old := *h
+	x := old[len(old)-1]
+	*h = old[:len(old)-1]
+	return x
+}
+
+func trimNL(b []byte) []byte {
+	if n := len(b); n > 0 && b[n-1] == '\n' {
+		return b[:n-1]
+	}
+	return b
 }
 
 // writeTo queues the replay for c in the documented order: set-once
@@ -304,10 +344,10 @@ func (r *ring[T]) push(v T) {
 
 func (r *ring[T]) len() int { return len(r.buf) }
 
-// appendTo appends the entries, oldest first, to dst.
-func (r *ring[T]) appendTo(dst []T) []T {
-	dst = append(dst, r.buf[r.start:]...)
-	return append(dst, r.buf[:r.start]...)
+// fromNewest returns the entry j places before the newest (0 = newest).
+func (r *ring[T]) fromNewest(j int) T {
+	n := len(r.buf)
+	return r.buf[(r.start+n-1-j)%n]
 }
 
 // items returns the entries oldest first, in a fresh slice.
