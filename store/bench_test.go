@@ -24,7 +24,7 @@ func transcriptBatch(size int) []Record {
 // BenchmarkAppendTranscript measures Append of transcript lines (the hot
 // path: task output) at three batch sizes, one op being one batch.
 func BenchmarkAppendTranscript(b *testing.B) {
-	for _, size := range []int{1, 64, 1024} {
+	for _, size := range []int{1, 64, 256, 1024} {
 		b.Run(fmt.Sprint("batch=", size), func(b *testing.B) {
 			s := openT(b, filepath.Join(b.TempDir(), "fleet.db"))
 			createT(b, s, newSession("bench", 1))
