@@ -12,6 +12,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"runtime/debug"
 	"runtime/pprof"
 	"sync"
 	"syscall"
@@ -123,6 +124,12 @@ func runFleet(cmd *cobra.Command, o runOptions, prompt string) error {
 			return fmt.Errorf("--cpuprofile: %w", err)
 		}
 		defer pprof.StopCPUProfile()
+	}
+	if os.Getenv("GOMEMLIMIT") == "" {
+		// A soft heap target: the fan-out's garbage is short-lived frames,
+		// and without it the heap doubles past the live set during bursts.
+		// GOMEMLIMIT overrides it; Go caps GC work if the live set is larger.
+		debug.SetMemoryLimit(defaultMemoryLimit)
 	}
 	var level slog.Level
 	if err := level.UnmarshalText([]byte(o.logLevel)); err != nil {
@@ -525,3 +532,7 @@ func intOr(p *int, def int) int {
 	}
 	return def
 }
+
+// defaultMemoryLimit is the soft heap limit of `fleet run` (GOMEMLIMIT
+// overrides it).
+const defaultMemoryLimit = 48 << 20

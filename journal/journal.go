@@ -24,7 +24,7 @@ const (
 	// QueueLen bounds the events waiting to be saved. A full queue makes
 	// the producer wait (task output is throttled anyway; the engine's own
 	// events are few).
-	QueueLen = 8192
+	QueueLen = 2048
 	// MaxBatch is the most records saved in one transaction.
 	MaxBatch = 1024
 )
