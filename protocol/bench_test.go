@@ -175,3 +175,14 @@ func BenchmarkDecodeMixedStdlib(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkEncodeTranscriptFresh is Encode as the fan-out calls it: a new
+// frame every time (frames are shared by every client, never reused).
+func BenchmarkEncodeTranscriptFresh(b *testing.B) {
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := Encode(benchTranscript); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

@@ -160,6 +160,11 @@ func nonNil[T any](s []T) []T {
 // Encode returns m as one frame: a JSON object with "type" first, then m's
 // fields in declaration order, then '\n'.
 func Encode(m Message) ([]byte, error) {
+	if t, ok := m.(*Transcript); ok && t != nil {
+		// The hot path: one allocation of about the right size (escapes
+		// may still grow it).
+		return appendTranscript(make([]byte, 0, len(t.Text)+len(t.Agent)+96), t)
+	}
 	return AppendEncode(nil, m)
 }
 
