@@ -262,7 +262,8 @@ func runFleet(cmd *cobra.Command, o runOptions, prompt string) error {
 	if sess.history != nil {
 		srv.SeedHistory(sess.history, sess.conversationTotal)
 	}
-	jr := journal.New(st, sess.id, srv, logger.With("component", "journal"))
+	jr := journal.New(st, sess.id, srv, logger.With("component", "journal"),
+		journal.WithBatchBytes(srv.SoftQueueBytes()/4))
 	eng = engine.New(engine.Config{
 		SessionID:      sess.id,
 		SessionName:    sess.name,
@@ -270,7 +271,7 @@ func runFleet(cmd *cobra.Command, o runOptions, prompt string) error {
 		Provider:       &local.Provider{},
 		Publisher:      jr,
 		Persister:      jr,
-		Throttle:       srv.Throttle,
+		Throttle:       func(ctx context.Context) { srv.Throttle(ctx); jr.Throttle(ctx) },
 		Workspaces:     ws,
 		Policy:         policy,
 		Restore:        sess.restore,

@@ -334,6 +334,39 @@ func (c *client) enqueue(frame []byte) {
 	}
 }
 
+// enqueueBatch is enqueue for several frames under one lock.
+func (c *client) enqueueBatch(frames [][]byte) {
+	c.mu.Lock()
+	if c.closing {
+		c.mu.Unlock()
+		return
+	}
+	wasEmpty := len(c.queue) == 0
+	for _, frame := range frames {
+		backlog := c.queued + c.writing
+		if backlog+len(frame) > c.srv.cfg.MaxQueueBytes {
+			c.evictLocked(reasonSlowQueue)
+			c.mu.Unlock()
+			c.srv.slowQueue.Add(1)
+			c.srv.log.Warn("slow consumer evicted", "client", c.id, "name", c.name, "kind", c.kind,
+				"reason", reasonSlowQueue, "backlogBytes", backlog, "limit", c.srv.cfg.MaxQueueBytes)
+			return
+		}
+		if backlog == 0 {
+			c.progressAt = time.Now()
+		}
+		c.queue = append(c.queue, frame)
+		c.queued += len(frame)
+		if !c.congested && backlog+len(frame) > c.srv.cfg.SoftQueueBytes {
+			c.setCongestedLocked(true)
+		}
+	}
+	c.mu.Unlock()
+	if wasEmpty {
+		c.signal()
+	}
+}
+
 // evictLocked drops the queue and leaves one final error frame to be written
 // with a short deadline. c.mu must be held.
 func (c *client) evictLocked(reason closeReason) {

@@ -272,6 +272,35 @@ func (s *Server) Broadcast(m protocol.Message) {
 	s.mu.Unlock()
 }
 
+// BroadcastBatch is Broadcast for several messages in order: one lock of
+// the server and of each client for the whole batch instead of one per
+// message (the journal hands over what one transaction saved).
+func (s *Server) BroadcastBatch(ms []protocol.Message) {
+	frames := make([][]byte, 0, len(ms))
+	kept := ms[:0:0]
+	for _, m := range ms {
+		frame, err := protocol.Encode(m)
+		if err != nil {
+			s.log.Error("broadcast: encode failed; frame dropped", "type", m.MessageType(), "err", err)
+			continue
+		}
+		frames = append(frames, frame)
+		kept = append(kept, m)
+	}
+	if len(frames) == 0 {
+		return
+	}
+	s.bcasts.Add(uint64(len(frames)))
+	s.mu.Lock()
+	for i, m := range kept {
+		s.replay.observe(m, frames[i])
+	}
+	for c := range s.clients {
+		c.enqueueBatch(frames)
+	}
+	s.mu.Unlock()
+}
+
 // SeedHistory loads a resumed session's saved history into the replay
 // window, so consoles attaching after a restart see it in hydrate. Call it
 // before serving. conversationTotal is the session's whole conversation
@@ -318,6 +347,9 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	<-done
 	return ctx.Err()
 }
+
+// SoftQueueBytes is the backlog over which a client holds producers back.
+func (s *Server) SoftQueueBytes() int { return s.cfg.SoftQueueBytes }
 
 // Stats returns a snapshot of the server's counters.
 func (s *Server) Stats() Stats {

@@ -13,6 +13,7 @@ import (
 	"context"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/agents-fleet/fleet/engine"
@@ -27,7 +28,26 @@ const (
 	QueueLen = 2048
 	// MaxBatch is the most records saved in one transaction.
 	MaxBatch = 1024
+	// DefaultBatchBytes bounds a batch's text, so that what it hands the
+	// control server at once stays far below a client's queue bound (a
+	// batch of long lines must not look like a slow consumer). See
+	// WithBatchBytes.
+	DefaultBatchBytes = 256 << 10
 )
+
+// Option configures a Journal.
+type Option func(*Journal)
+
+// WithBatchBytes sets the batch byte bound; Throttle holds producers back
+// beyond twice that. Give a quarter of the control server's soft queue
+// bound, so events past the server's Throttle cannot overrun a client.
+func WithBatchBytes(n int) Option {
+	return func(j *Journal) {
+		if n > 0 {
+			j.batchBytes = n
+		}
+	}
+}
 
 // Publisher is where saved events go next (the control server).
 type Publisher interface {
@@ -46,7 +66,16 @@ type Journal struct {
 	in     chan item
 	done   chan struct{}
 
-	failing bool // the last Append failed; owned by the run goroutine
+	// queued approximates the bytes of events waiting in in; drained is
+	// closed and replaced after each batch (see Throttle).
+	queued    atomic.Int64
+	drainedMu sync.Mutex
+	drained   chan struct{}
+
+	batchBytes int
+
+	failing bool               // the last Append failed; owned by the run goroutine
+	msgs    []protocol.Message // forward's scratch; owned by the run goroutine
 }
 
 type item struct {
@@ -55,11 +84,14 @@ type item struct {
 }
 
 // New starts a journal for session, saving to st and forwarding to next.
-func New(st *store.Store, session string, next Publisher, log *slog.Logger) *Journal {
+func New(st *store.Store, session string, next Publisher, log *slog.Logger, opts ...Option) *Journal {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	j := &Journal{st: st, session: session, next: next, log: log, in: make(chan item, QueueLen), done: make(chan struct{})}
+	j := &Journal{st: st, session: session, next: next, log: log, in: make(chan item, QueueLen), done: make(chan struct{}), drained: make(chan struct{}), batchBytes: DefaultBatchBytes}
+	for _, o := range opts {
+		o(j)
+	}
 	go j.run()
 	return j
 }
@@ -96,7 +128,30 @@ func (j *Journal) send(it item) {
 		j.log.Warn("journal closed; event dropped", "type", typeOf(it.msg))
 		return
 	}
+	j.queued.Add(int64(it.size()))
 	j.in <- it
+}
+
+// Throttle waits while more than two batches' worth of events are queued.
+// A producer that also waits on the control server's Throttle calls it
+// after that: the events between the two would otherwise reach clients
+// after the server asked for a pause.
+func (j *Journal) Throttle(ctx context.Context) {
+	for j.queued.Load() > 2*int64(j.batchBytes) {
+		j.drainedMu.Lock()
+		ch := j.drained
+		j.drainedMu.Unlock()
+		if j.queued.Load() <= 2*int64(j.batchBytes) {
+			return
+		}
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return
+		case <-j.done:
+			return
+		}
+	}
 }
 
 // Close saves and forwards everything queued, then stops. Events sent
@@ -117,14 +172,16 @@ func (j *Journal) run() {
 	recs := make([]store.Record, 0, MaxBatch)
 	for it := range j.in {
 		batch = append(batch[:0], it)
+		size := it.size()
 	fill:
-		for len(batch) < MaxBatch {
+		for len(batch) < MaxBatch && size < j.batchBytes {
 			select {
 			case more, ok := <-j.in:
 				if !ok {
 					break fill
 				}
 				batch = append(batch, more)
+				size += more.size()
 			default:
 				break fill
 			}
@@ -138,11 +195,50 @@ func (j *Journal) run() {
 		if len(recs) > 0 {
 			j.save(recs)
 		}
+		j.forward(batch)
+		j.queued.Add(-int64(size))
+		j.drainedMu.Lock()
+		close(j.drained)
+		j.drained = make(chan struct{})
+		j.drainedMu.Unlock()
 		for i := range batch {
-			if batch[i].msg != nil {
-				j.next.Broadcast(batch[i].msg)
-			}
 			batch[i] = item{}
+		}
+	}
+}
+
+// size approximates the bytes an item puts on the wire.
+func (it item) size() int {
+	if tr, ok := it.msg.(*protocol.Transcript); ok {
+		return len(tr.Text) + 64
+	}
+	return 256
+}
+
+// batchPublisher is a Publisher that takes a batch at once (the control
+// server does: one lock per batch instead of one per event).
+type batchPublisher interface {
+	BroadcastBatch(ms []protocol.Message)
+}
+
+// forward hands the batch's events on, in order.
+func (j *Journal) forward(batch []item) {
+	if bp, ok := j.next.(batchPublisher); ok {
+		j.msgs = j.msgs[:0]
+		for _, it := range batch {
+			if it.msg != nil {
+				j.msgs = append(j.msgs, it.msg)
+			}
+		}
+		if len(j.msgs) > 0 {
+			bp.BroadcastBatch(j.msgs)
+		}
+		clear(j.msgs)
+		return
+	}
+	for _, it := range batch {
+		if it.msg != nil {
+			j.next.Broadcast(it.msg)
 		}
 	}
 }
