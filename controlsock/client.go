@@ -305,36 +305,11 @@ func (c *client) sendError(msg string) {
 // A backlog (queued plus being written) over the byte bound evicts the
 // client (slow consumer).
 func (c *client) enqueue(frame []byte) {
-	c.mu.Lock()
-	if c.closing {
-		c.mu.Unlock()
-		return
-	}
-	backlog := c.queued + c.writing
-	if backlog+len(frame) > c.srv.cfg.MaxQueueBytes {
-		c.evictLocked(reasonSlowQueue)
-		c.mu.Unlock()
-		c.srv.slowQueue.Add(1)
-		c.srv.log.Warn("slow consumer evicted", "client", c.id, "name", c.name, "kind", c.kind,
-			"reason", reasonSlowQueue, "backlogBytes", backlog, "limit", c.srv.cfg.MaxQueueBytes)
-		return
-	}
-	if backlog == 0 {
-		c.progressAt = time.Now()
-	}
-	wasEmpty := len(c.queue) == 0
-	c.queue = append(c.queue, frame)
-	c.queued += len(frame)
-	if !c.congested && backlog+len(frame) > c.srv.cfg.SoftQueueBytes {
-		c.setCongestedLocked(true)
-	}
-	c.mu.Unlock()
-	if wasEmpty {
-		c.signal()
-	}
+	one := [1][]byte{frame}
+	c.enqueueBatch(one[:])
 }
 
-// enqueueBatch is enqueue for several frames under one lock.
+// enqueueBatch queues frames in order under one lock; see enqueue.
 func (c *client) enqueueBatch(frames [][]byte) {
 	c.mu.Lock()
 	if c.closing {
