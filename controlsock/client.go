@@ -419,10 +419,22 @@ func (c *client) writeLoop() {
 		// the deadline applies per chunk and progress is seen as it happens.
 		for rest := batch; len(rest) > 0; {
 			chunk := rest[:min(len(rest), maxIovecs)]
-			rest = rest[len(chunk):]
 			c.conn.SetWriteDeadline(time.Now().Add(timeout))
-			bufs := net.Buffers(chunk) // WriteTo consumes bufs, not chunk
-			n, err := bufs.WriteTo(c.conn)
+			var n int64
+			var err error
+			if buf := coalesce(chunk); buf != nil {
+				// Small frames: one contiguous write is cheaper for the
+				// kernel (and the reader) than a writev of many segments.
+				chunk = chunk[:buf.frames]
+				var m int
+				m, err = c.conn.Write(buf.b)
+				n = int64(m)
+				putCoalesced(buf)
+			} else {
+				bufs := net.Buffers(chunk) // WriteTo consumes bufs, not chunk
+				n, err = bufs.WriteTo(c.conn)
+			}
+			rest = rest[len(chunk):]
 			if err != nil {
 				clear(batch)
 				if errors.Is(err, os.ErrDeadlineExceeded) && !closing {
@@ -452,6 +464,38 @@ func (c *client) writeLoop() {
 
 // maxIovecs is the most frames handed to one writev (Linux's IOV_MAX).
 const maxIovecs = 1024
+
+// coalesceBytes is the size of the buffers small frames are copied into
+// for one write; pooled, so idle clients hold none.
+const coalesceBytes = 64 << 10
+
+type coalesced struct {
+	b      []byte
+	frames int // how many frames of the chunk it holds
+}
+
+var coalescePool = sync.Pool{New: func() any { return &coalesced{b: make([]byte, 0, coalesceBytes)} }}
+
+// coalesce copies the leading frames of chunk that fit in one pooled
+// buffer, or returns nil when the first frame alone is too big (then the
+// chunk goes out with writev).
+func coalesce(chunk [][]byte) *coalesced {
+	if len(chunk[0]) > coalesceBytes {
+		return nil
+	}
+	c := coalescePool.Get().(*coalesced)
+	c.b, c.frames = c.b[:0], 0
+	for _, f := range chunk {
+		if len(c.b)+len(f) > coalesceBytes {
+			break
+		}
+		c.b = append(c.b, f...)
+		c.frames++
+	}
+	return c
+}
+
+func putCoalesced(c *coalesced) { coalescePool.Put(c) }
 
 func safeErr(err error) string {
 	var de *protocol.DecodeError
