@@ -232,39 +232,11 @@ func TestKill9DuringMutationStorm(t *testing.T) {
 	}
 	acked := map[string]ack{} // operationId → its request and acknowledged revision
 	stop := make(chan struct{})
-	var wg sync.WaitGroup
-	for w := range 4 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for i := 0; ; i++ {
-				select {
-				case <-stop:
-					return
-				default:
-				}
-				st, err := nativeCall(d, map[string]any{"action": "status", "rootId": root})
-				if err != nil || st.Root == nil {
-					return // the daemon is gone
-				}
-				op := fmt.Sprintf("storm-%d-%d", w, i)
-				action := "pause"
-				if st.Root.Intent == "pause" {
-					action = "resume"
-				}
-				body := map[string]any{"action": action, "rootId": root, "operationId": op, "expectedRevision": st.Root.Revision}
-				r, err := nativeCall(d, body)
-				if err != nil {
-					return
-				}
-				if r.Receipt != nil {
-					mu.Lock()
-					acked[op] = ack{body, r.Receipt.Revision}
-					mu.Unlock()
-				}
-			}
-		}()
-	}
+	wg := mutationStorm(d, root, "storm", 4, stop, func(op string, body map[string]any, rev int64) {
+		mu.Lock()
+		acked[op] = ack{body, rev}
+		mu.Unlock()
+	})
 	deadline := time.Now().Add(10 * time.Second)
 	for {
 		mu.Lock()
@@ -378,4 +350,42 @@ func TestOtherUserLockedOut(t *testing.T) {
 		}
 	}
 	d.stop()
+}
+
+// mutationStorm runs clients goroutines that each read the root's status
+// and toggle its intent (pause ⇄ resume) at the revision they saw, until
+// stop closes or the daemon goes away. acked is called for every receipt.
+func mutationStorm(d *daemon, root, prefix string, clients int, stop <-chan struct{}, acked func(op string, body map[string]any, revision int64)) *sync.WaitGroup {
+	var wg sync.WaitGroup
+	for c := range clients {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := 0; ; i++ {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				st, err := nativeCall(d, map[string]any{"action": "status", "rootId": root})
+				if err != nil || st.Root == nil {
+					return // the daemon is gone
+				}
+				action := "pause"
+				if st.Root.Intent == "pause" {
+					action = "resume"
+				}
+				op := fmt.Sprintf("%s-%d-%d", prefix, c, i)
+				body := map[string]any{"action": action, "rootId": root, "operationId": op, "expectedRevision": st.Root.Revision}
+				r, err := nativeCall(d, body)
+				if err != nil {
+					return
+				}
+				if r.Receipt != nil {
+					acked(op, body, r.Receipt.Revision)
+				}
+			}
+		}()
+	}
+	return &wg
 }

@@ -77,39 +77,11 @@ func TestKill9Soak(t *testing.T) {
 		}
 		// The storm, from two clients.
 		stop := make(chan struct{})
-		var storm sync.WaitGroup
-		for c := range 2 {
-			storm.Add(1)
-			go func() {
-				defer storm.Done()
-				for i := 0; ; i++ {
-					select {
-					case <-stop:
-						return
-					default:
-					}
-					st, err := nativeCall(d, map[string]any{"action": "status", "rootId": root})
-					if err != nil || st.Root == nil {
-						return
-					}
-					action := "pause"
-					if st.Root.Intent == "pause" {
-						action = "resume"
-					}
-					op := fmt.Sprintf("soak-%d-%d-%d", round, c, i)
-					body := map[string]any{"action": action, "rootId": root, "operationId": op, "expectedRevision": st.Root.Revision}
-					r, err := nativeCall(d, body)
-					if err != nil {
-						return
-					}
-					if r.Receipt != nil {
-						mu.Lock()
-						acked[op], ackedRev[op] = body, r.Receipt.Revision
-						mu.Unlock()
-					}
-				}
-			}()
-		}
+		storm := mutationStorm(d, root, fmt.Sprintf("soak-%d", round), 2, stop, func(op string, body map[string]any, rev int64) {
+			mu.Lock()
+			acked[op], ackedRev[op] = body, rev
+			mu.Unlock()
+		})
 		// Kill mid-flood, at a different point each round.
 		want := 500 + 4000*(round%5)
 		for deadline := time.Now().Add(15 * time.Second); time.Now().Before(deadline); time.Sleep(2 * time.Millisecond) {
