@@ -21,13 +21,12 @@ import (
 	"io/fs"
 	"net/url"
 	"os"
-	"path"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
 
+	"github.com/agents-fleet/fleet/internal/sqlmigrate"
 	_ "modernc.org/sqlite" // driver "sqlite"
 )
 
@@ -279,83 +278,18 @@ func prepareFile(p string) error {
 //go:embed migrations/*.sql
 var migrationFiles embed.FS
 
-type migration struct {
-	version int
-	name    string
-	sql     string
-}
-
 var migrations = mustLoadMigrations()
 
-func mustLoadMigrations() []migration {
-	names, err := fs.Glob(migrationFiles, "migrations/*.sql")
+func mustLoadMigrations() []sqlmigrate.Migration {
+	ms, err := sqlmigrate.Load(migrationFiles)
 	if err != nil {
 		panic("native: " + err.Error())
-	}
-	var ms []migration
-	for _, name := range names {
-		base := path.Base(name)
-		num, _, _ := strings.Cut(base, "_")
-		v, err := strconv.Atoi(num)
-		if err != nil || len(num) != 4 || v != len(ms)+1 {
-			panic("native: bad migration name " + base)
-		}
-		b, err := fs.ReadFile(migrationFiles, name)
-		if err != nil {
-			panic("native: " + err.Error())
-		}
-		ms = append(ms, migration{version: v, name: strings.TrimSuffix(base, ".sql"), sql: string(b)})
 	}
 	return ms
 }
 
-// migrate applies the pending migrations, each in one IMMEDIATE transaction
-// with the schema_migrations row that records it.
+// migrate applies the pending migrations (package sqlmigrate); a database
+// newer than this binary is refused with ErrSchemaTooNew.
 func migrate(ctx context.Context, db *sql.DB) error {
-	for {
-		done, err := migrateStep(ctx, db)
-		if err != nil || done {
-			return err
-		}
-	}
-}
-
-func migrateStep(ctx context.Context, db *sql.DB) (done bool, err error) {
-	tx, err := db.BeginTx(ctx, nil)
-	if err != nil {
-		return false, err
-	}
-	defer func() {
-		if err != nil || done {
-			tx.Rollback()
-		}
-	}()
-	if _, err = tx.ExecContext(ctx, `CREATE TABLE IF NOT EXISTS schema_migrations (
-		version    INTEGER PRIMARY KEY,
-		name       TEXT    NOT NULL,
-		applied_at INTEGER NOT NULL)`); err != nil {
-		return false, err
-	}
-	var cur int
-	if err = tx.QueryRowContext(ctx, `SELECT coalesce(max(version), 0) FROM schema_migrations`).Scan(&cur); err != nil {
-		return false, err
-	}
-	switch {
-	case cur > len(migrations):
-		return false, fmt.Errorf("%w (schema version %d, this binary knows up to %d)", ErrSchemaTooNew, cur, len(migrations))
-	case cur == len(migrations):
-		return true, nil
-	}
-	m := migrations[cur]
-	if _, err = tx.ExecContext(ctx, m.sql); err != nil {
-		return false, fmt.Errorf("migration %s: %w", m.name, err)
-	}
-	if _, err = tx.ExecContext(ctx, `INSERT INTO schema_migrations (version, name, applied_at) VALUES (?, ?, ?)`,
-		m.version, m.name, time.Now().UnixMilli()); err != nil {
-		return false, fmt.Errorf("migration %s: %w", m.name, err)
-	}
-	if err = tx.Commit(); err != nil {
-		return false, fmt.Errorf("migration %s: %w", m.name, err)
-	}
-	return false, nil
+	return sqlmigrate.Apply(ctx, db, migrations, ErrSchemaTooNew)
 }

@@ -174,8 +174,8 @@ func oldLayoutDB(t *testing.T, path string, sessions map[string][]TranscriptLine
 		return r
 	}
 	exec(`CREATE TABLE schema_migrations (version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at INTEGER NOT NULL)`)
-	exec(migrations[0].sql)
-	exec(`INSERT INTO schema_migrations VALUES (1, ?, 0)`, migrations[0].name)
+	exec(migrations[0].SQL)
+	exec(`INSERT INTO schema_migrations VALUES (1, ?, 0)`, migrations[0].Name)
 	for id, lines := range sessions {
 		sess := newSession(id, 1)
 		sid, _ := exec(`INSERT INTO sessions (id, name, cwd, provider, model, mode, repo_root, started_at, last_active)

@@ -6,6 +6,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"github.com/agents-fleet/fleet/internal/sqlmigrate"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -76,12 +77,12 @@ func fileBytes(t *testing.T, path string) []byte {
 }
 
 func TestMigrationsEmbedded(t *testing.T) {
-	ms, err := loadMigrations(migrationFiles)
+	ms, err := sqlmigrate.Load(migrationFiles)
 	if err != nil {
 		t.Fatal(err)
 	}
 	for i, m := range ms {
-		if m.version != i+1 || m.sql == "" {
+		if m.Version != i+1 || m.SQL == "" {
 			t.Errorf("migration %d: %+v", i, m)
 		}
 	}
@@ -90,8 +91,8 @@ func TestMigrationsEmbedded(t *testing.T) {
 		"unpadded": {"migrations/1_a.sql": {Data: []byte("x")}},
 		"empty":    {},
 	} {
-		if _, err := loadMigrations(fsys); err == nil {
-			t.Errorf("%s: loadMigrations accepted a bad list", name)
+		if _, err := sqlmigrate.Load(fsys); err == nil {
+			t.Errorf("%s: sqlmigrate.Load accepted a bad list", name)
 		}
 	}
 }
