@@ -12,32 +12,53 @@ import (
 // connection has wal_autocheckpoint=0, so a commit only appends to the WAL
 // and never copies the WAL back into the database file (nor fsyncs) on its
 // own account. A goroutine owned by the Store runs PRAGMA
-// wal_checkpoint(PASSIVE) on a connection of its own: ckInterval after the
-// first commit since the last checkpoint, or as soon as the WAL has grown by
-// about ckBytes, whichever comes first. PASSIVE never waits for readers or
-// writers.
+// wal_checkpoint(PASSIVE) on a connection of its own.
+//
+// Output comes in bursts, and a checkpoint copies every page a second time,
+// so it waits for a pause: it runs once no commit has happened for idle,
+// or maxAge after the first commit since the last checkpoint (which bounds
+// what a power loss can take, since the WAL is fsynced at checkpoints), or
+// as soon as the WAL has grown by about bytes, whichever comes first
+// (ckDefaults). A commit only stores a timestamp and, at most once per
+// round, signals a channel; the goroutine does not wake for every commit.
 //
 // The WAL restarts from its beginning only at a write transaction that
 // begins when a checkpoint has copied all of it. A writer that is in a
 // transaction or commits while the checkpoint runs (a busy fleet always is)
 // misses that moment, so the WAL would grow without bound. When the WAL has
-// reached ckHardFrames frames, the checkpointer therefore runs a second
-// pass with the Store's write mutex held: it copies what was committed
-// during the first one (a short pass, two fsyncs), and the next Append
-// restarts the WAL. That pass is the only time a commit can wait for a
-// checkpoint, and it happens once per ~ckHardFrames pages of WAL at most.
+// reached hardFrames frames, the checkpointer therefore repeats PASSIVE
+// passes (each copies what was committed during the one before) until less
+// than lockFrames are left, and copies those with the Store's write mutex
+// held; the next Append restarts the WAL. That short pass is the only time
+// a commit can wait for a checkpoint.
+type ckLimits struct {
+	idle, maxAge time.Duration
+	bytes        int64 // WAL growth that starts a round at once
+	hardFrames   int64 // a WAL this long gets the catch-up passes
+	lockFrames   int64 // the locked pass waits until less than this is left
+	passes       int   // PASSIVE passes before the locked one, at most
+}
+
+// ckDefaults are the checkpointer's limits (tests shrink them).
+var ckDefaults = ckLimits{
+	idle:       100 * time.Millisecond,
+	maxAge:     5 * time.Second,
+	bytes:      64 << 20,
+	hardFrames: (64 << 20) / walPage, // 16,384 frames of 4 KiB
+	lockFrames: 1024,                 // at most ~4 MiB copied under the write mutex
+	passes:     4,
+}
+
+// walPage and walRow estimate what a commit adds to the WAL: a page per
+// table or index page it changes, a row share for small rows.
 const (
-	ckInterval   = time.Second
-	ckBytes      = 4 << 20
-	ckHardFrames = 4096 // 16 MiB of 4 KiB pages
-	// walPage and walRow estimate what a commit adds to the WAL: a page per
-	// table or index page it changes, a row share for small rows.
 	walPage = 4096
 	walRow  = 256
 )
 
 // checkpointer is the Store's background checkpointing.
 type checkpointer struct {
+	lim   ckLimits
 	db    *sql.DB       // one connection, only for checkpoints
 	wmu   sync.Locker   // the Store's write mutex, for the catch-up pass
 	dirty chan struct{} // a commit happened (buffer 1)
@@ -45,6 +66,7 @@ type checkpointer struct {
 	stop  chan struct{} // closed by Close
 	done  chan struct{} // closed when the goroutine returned
 	grown atomic.Int64  // estimated WAL bytes since the last checkpoint
+	last  atomic.Int64  // time of the last commit, UnixNano
 
 	// runs, fails and locked count checkpoints (locked: catch-up passes
 	// under wmu); maxLog is the largest WAL seen, in frames. For tests and
@@ -54,7 +76,7 @@ type checkpointer struct {
 }
 
 func newCheckpointer(db *sql.DB, wmu sync.Locker) *checkpointer {
-	c := &checkpointer{db: db, wmu: wmu, dirty: make(chan struct{}, 1), full: make(chan struct{}, 1),
+	c := &checkpointer{lim: ckDefaults, db: db, wmu: wmu, dirty: make(chan struct{}, 1), full: make(chan struct{}, 1),
 		stop: make(chan struct{}), done: make(chan struct{})}
 	go c.run()
 	return c
@@ -66,11 +88,12 @@ func (c *checkpointer) committed(n int64) {
 	if c == nil {
 		return
 	}
+	c.last.Store(time.Now().UnixNano())
 	select {
 	case c.dirty <- struct{}{}:
 	default:
 	}
-	if c.grown.Add(n) >= ckBytes {
+	if c.grown.Add(n) >= c.lim.bytes {
 		select {
 		case c.full <- struct{}{}:
 		default:
@@ -80,39 +103,86 @@ func (c *checkpointer) committed(n int64) {
 
 func (c *checkpointer) run() {
 	defer close(c.done)
-	t := time.NewTimer(ckInterval)
-	t.Stop()
+	idle := time.NewTimer(c.lim.idle)
+	idle.Stop()
+	age := time.NewTimer(c.lim.maxAge)
+	age.Stop()
 	for {
 		select {
 		case <-c.stop:
 			return
 		case <-c.dirty:
 		}
-		t.Reset(ckInterval)
-		select {
-		case <-c.stop:
-			t.Stop()
-			return
-		case <-t.C:
-		case <-c.full:
-			t.Stop()
-		}
-		c.grown.Store(0)
-		if log, _, ok := c.checkpoint(); ok && log >= ckHardFrames {
-			t0 := time.Now()
-			c.wmu.Lock()
-			c.checkpoint()
-			c.wmu.Unlock()
-			c.locked.Add(1)
-			if d := int64(time.Since(t0)); d > c.lockedMax.Load() {
-				c.lockedMax.Store(d)
+		idle.Reset(c.lim.idle)
+		age.Reset(c.lim.maxAge)
+	wait:
+		for {
+			select {
+			case <-c.stop:
+				idle.Stop()
+				age.Stop()
+				return
+			case <-idle.C:
+				// Commits since the timer was set push the round back.
+				if d := c.lim.idle - time.Duration(time.Now().UnixNano()-c.last.Load()); d > 0 {
+					idle.Reset(d)
+					continue
+				}
+				break wait
+			case <-age.C:
+				break wait
+			case <-c.full:
+				break wait
 			}
 		}
-		// A full signal raised before the reset above is stale.
+		idle.Stop()
+		age.Stop()
+		// This round covers every commit so far; signals raised before
+		// the checkpoint starts are stale.
+		c.grown.Store(0)
+		select {
+		case <-c.dirty:
+		default:
+		}
 		select {
 		case <-c.full:
 		default:
 		}
+		c.round()
+	}
+}
+
+// round checkpoints the WAL, and when it has grown long, catches up until
+// the next Append can restart it.
+func (c *checkpointer) round() {
+	log, done, ok := c.checkpoint()
+	if !ok || log < c.lim.hardFrames {
+		return
+	}
+	// A pass copies the WAL as it was when the pass began (log), so the
+	// next one copies what was committed meanwhile. While those shrink,
+	// the copying is catching up with the writer; once a pass has little
+	// to copy (or stops shrinking: the writer is as fast), the locked pass
+	// follows, and copies about as much as the last pass did.
+	copied := log
+	for i := 0; i < c.lim.passes && copied >= c.lim.lockFrames; i++ {
+		prev := done
+		if log, done, ok = c.checkpoint(); !ok {
+			return
+		}
+		if n := log - prev; n < copied {
+			copied = n
+		} else {
+			break
+		}
+	}
+	t0 := time.Now()
+	c.wmu.Lock()
+	c.checkpoint()
+	c.wmu.Unlock()
+	c.locked.Add(1)
+	if d := int64(time.Since(t0)); d > c.lockedMax.Load() {
+		c.lockedMax.Store(d)
 	}
 }
 

@@ -8,9 +8,16 @@ import (
 )
 
 // TestCheckpointInBackground: commits never checkpoint (autocheckpoint is
-// off on the write connection), the Store's goroutine does, soon after a
-// commit, and the WAL file stays bounded under a steady stream of batches.
+// off on the write connection), the Store's goroutine does, soon after the
+// commits pause, and the WAL file stays bounded under a stream of batches
+// that never pauses.
 func TestCheckpointInBackground(t *testing.T) {
+	// Limits a sixteenth of the defaults, so that a test-sized stream
+	// crosses them many times.
+	defer func(d ckLimits) { ckDefaults = d }(ckDefaults)
+	ckDefaults.bytes /= 16
+	ckDefaults.hardFrames /= 16
+	ckDefaults.lockFrames /= 16
 	path := filepath.Join(t.TempDir(), "fleet.db")
 	s := openT(t, path)
 	if n := querySQL(t, s.w, `PRAGMA wal_autocheckpoint`); n != 0 {
@@ -23,25 +30,36 @@ func TestCheckpointInBackground(t *testing.T) {
 	appendT(t, s, "s1", line("w", "x", 1))
 	waitFor(t, 10*time.Second, func() bool { return s.ck.runs.Load() >= 1 })
 
-	// ~80 MB of lines, back to back: the WAL is checkpointed and restarted
-	// as it goes, so it stays far below what was written.
+	// ~150 MB of lines, back to back: the WAL is checkpointed and
+	// restarted as it goes, so it stays below what was written.
 	recs := transcriptBatch(1024)
-	batches := 800
+	batches := 1500
 	if raceEnabled {
 		batches = 100
 	}
 	for range batches {
 		appendT(t, s, "s1", recs...)
 	}
+	// The pause after the stream: the database gets the rest.
+	runs := s.ck.runs.Load()
+	waitFor(t, 10*time.Second, func() bool { return s.ck.runs.Load() > runs })
 	st, err := os.Stat(path + "-wal")
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Logf("%d checkpoints (%d failed, %d catch-up passes under the write lock), WAL up to %d frames, WAL file %d KiB",
-		s.ck.runs.Load(), s.ck.fails.Load(), s.ck.locked.Load(), s.ck.maxLog.Load(), st.Size()>>10)
-	// Bounded: the catch-up threshold plus what piles up while a
-	// checkpoint runs, well below the ~20,000 pages written.
-	if s.ck.runs.Load() < 2 || st.Size() > 40<<20 {
+	db, err := os.Stat(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("database %d KiB; %d checkpoints (%d failed, %d catch-up passes under the write lock, longest %v), WAL up to %d frames, WAL file %d KiB",
+		db.Size()>>10, s.ck.runs.Load(), s.ck.fails.Load(), s.ck.locked.Load(), time.Duration(s.ck.lockedMax.Load()), s.ck.maxLog.Load(), st.Size()>>10)
+	// Bounded by the threshold plus what piles up while the passes run.
+	// This writer never waits for anything and writes at memory speed,
+	// about as fast as checkpoints copy and fsync on this disk, so that
+	// part varies (38–147 MB seen); but the WAL restarted (the catch-up
+	// pass), so it stayed below what the database holds (a WAL that never
+	// restarts holds every page written, and more).
+	if !raceEnabled && (s.ck.runs.Load() < 2 || s.ck.locked.Load() < 1 || st.Size() >= db.Size()) {
 		t.Errorf("%d checkpoints, WAL file %d bytes", s.ck.runs.Load(), st.Size())
 	}
 	if s.ck.fails.Load() != 0 {
@@ -57,9 +75,36 @@ func TestCheckpointIdle(t *testing.T) {
 	s := openT(t, filepath.Join(t.TempDir(), "fleet.db"))
 	createT(t, s, newSession("s1", 1))
 	loadT(t, s, "s1", Limits{})
-	time.Sleep(ckInterval + 200*time.Millisecond)
+	time.Sleep(ckDefaults.idle + 200*time.Millisecond)
 	if r := s.ck.runs.Load(); r != 0 {
 		t.Errorf("%d checkpoints without an Append", r)
+	}
+}
+
+// TestCheckpointWaitsForPause: while commits keep coming closer together
+// than the idle limit, nothing is checkpointed (a burst is not slowed by copying
+// its pages a second time); once they stop, the checkpoint follows.
+func TestCheckpointWaitsForPause(t *testing.T) {
+	s := openT(t, filepath.Join(t.TempDir(), "fleet.db"))
+	createT(t, s, newSession("s1", 1))
+	var maxGap time.Duration
+	prev := time.Now()
+	for i := range 40 {
+		appendT(t, s, "s1", line("w", "x", int64(i+1)))
+		now := time.Now()
+		maxGap = max(maxGap, now.Sub(prev))
+		prev = now
+		time.Sleep(5 * time.Millisecond)
+	}
+	// A stalled test goroutine (a loaded machine) is a real pause; only
+	// a stream that kept its pace must not have been checkpointed.
+	if r := s.ck.runs.Load(); r != 0 && maxGap < ckDefaults.idle/2 {
+		t.Errorf("%d checkpoints during a stream with gaps of at most %v", r, maxGap)
+	}
+	stopped := time.Now()
+	waitFor(t, 10*time.Second, func() bool { return s.ck.runs.Load() >= 1 })
+	if d := time.Since(stopped); d < ckDefaults.idle-10*time.Millisecond {
+		t.Errorf("checkpoint %v after the last commit, want at least the idle limit (%v)", d, ckDefaults.idle)
 	}
 }
 
