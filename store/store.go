@@ -81,6 +81,9 @@ type Store struct {
 	sids map[string]int64
 	// aids caches (sid, agent) → aid of transcript_agents (never deleted).
 	aids map[agentKey]int64
+	// activeAt is the last_active each session's row holds, as Append
+	// last wrote it (see touchEvery).
+	activeAt map[int64]int64
 	// scratch is reused by Append.
 	scratch batch
 	// now returns the wall clock in epoch ms; tests replace it.
@@ -130,11 +133,12 @@ func Open(path string) (*Store, error) {
 	w.SetConnMaxIdleTime(0)
 
 	s := &Store{
-		path: abs,
-		w:    w,
-		sids: make(map[string]int64),
-		aids: make(map[agentKey]int64),
-		now:  func() int64 { return time.Now().UnixMilli() },
+		path:     abs,
+		w:        w,
+		sids:     make(map[string]int64),
+		aids:     make(map[agentKey]int64),
+		activeAt: make(map[int64]int64),
+		now:      func() int64 { return time.Now().UnixMilli() },
 	}
 	ctx := context.Background()
 	if err := s.checkWritable(ctx); err != nil {

@@ -484,6 +484,43 @@ func TestLoadLimits(t *testing.T) {
 	}
 }
 
+// TestLastActiveAtMostEverySecond: batches of transcript lines move the
+// session's last_active once a second at most; conversation and hub
+// entries (which change its counts) always do.
+func TestLastActiveAtMostEverySecond(t *testing.T) {
+	s := openT(t, filepath.Join(t.TempDir(), "fleet.db"))
+	clock := int64(10_000)
+	s.now = func() int64 { return clock }
+	createT(t, s, newSession("s1", 1))
+	lastActive := func() int64 {
+		t.Helper()
+		ss, err := s.GetSession(t.Context(), "s1")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return ss.LastActive
+	}
+	for _, step := range []struct {
+		clock int64
+		rec   Record
+		want  int64
+	}{
+		{10_000, line("w1", "a", 1), 10_000},
+		{10_500, line("w1", "b", 2), 10_000},
+		{10_999, line("w1", "c", 3), 10_000},
+		{11_000, line("w1", "d", 4), 11_000},
+		{11_100, Record{Conversation: &ConversationEntry{Role: "user", Text: "hi", Ts: 5}}, 11_100},
+		{11_200, Record{Task: &Task{ID: "t1", Status: "running"}}, 11_100},
+		{5_000, line("w1", "e", 6), 5_000}, // the clock went back
+	} {
+		clock = step.clock
+		appendT(t, s, "s1", step.rec)
+		if got := lastActive(); got != step.want {
+			t.Errorf("at %d: last_active %d, want %d", step.clock, got, step.want)
+		}
+	}
+}
+
 func TestSessionsAndGetSession(t *testing.T) {
 	s := openT(t, filepath.Join(t.TempDir(), "fleet.db"))
 	ctx := t.Context()

@@ -311,15 +311,30 @@ func (s *Store) appendLocked(ctx context.Context, sessionID string, recs []Recor
 		}
 		walBytes += int64(len(c.buf)) + 2*walPage
 	}
-	if _, err := b.stmt(s, tx, stSessionTouch).Exec(s.now(), convN, hubN, sid); err != nil {
-		return err
+	now := s.now()
+	prev, seen := s.activeAt[sid]
+	touch := !seen || convN > 0 || hubN > 0 || now-prev >= touchEvery || now < prev
+	if touch {
+		if _, err := b.stmt(s, tx, stSessionTouch).Exec(now, convN, hubN, sid); err != nil {
+			return err
+		}
+		walBytes += walPage
 	}
 	if err := tx.Commit(); err != nil {
 		return err
 	}
-	s.ck.committed(walBytes + walPage)
+	if touch {
+		s.activeAt[sid] = now
+	}
+	s.ck.committed(walBytes)
 	return nil
 }
+
+// touchEvery: a batch of only transcript lines and state moves the
+// session's last_active when it is at least this old (ms). It is what
+// `fleet sessions` sorts by; rewriting its page with every small batch was
+// a fifth of a small commit's writes.
+const touchEvery = 1000
 
 // sidLocked returns the integer key of session id. s.wmu must be held.
 func (s *Store) sidLocked(ctx context.Context, id string) (int64, error) {
