@@ -6,7 +6,10 @@
 // told is in the database, even if the process is killed right after.
 //
 // One goroutine drains a bounded queue in order; a burst of events becomes
-// one transaction of up to MaxBatch records (group commit).
+// one transaction of up to MaxBatch records (group commit). A second one
+// forwards each batch once it is saved, so the next batch is being saved
+// while the last one is encoded and fanned out (the two take about the same
+// time, so a busy fleet keeps both cores working).
 package journal
 
 import (
@@ -64,6 +67,8 @@ type Journal struct {
 	mu     sync.RWMutex // guards closed; held (read) while sending on in
 	closed bool
 	in     chan item
+	saved  chan *batch // saved batches, to forward in order
+	free   chan *batch // batches to fill, recycled by forwardLoop
 	done   chan struct{}
 
 	// queued approximates the bytes of events waiting in in; drained is
@@ -75,8 +80,19 @@ type Journal struct {
 	batchBytes int
 
 	failing bool               // the last Append failed; owned by the run goroutine
-	msgs    []protocol.Message // forward's scratch; owned by the run goroutine
+	msgs    []protocol.Message // forward's scratch; owned by forwardLoop
 }
+
+// batch is what run saves in one transaction and forwardLoop then sends.
+type batch struct {
+	items  []item
+	size   int              // the items' size(), for Throttle's account
+	notice protocol.Message // a word about saving, sent before items; may be nil
+}
+
+// pipeDepth is how many batches are in flight between saving and
+// forwarding: one being saved, one being forwarded.
+const pipeDepth = 2
 
 type item struct {
 	msg protocol.Message // forwarded after the batch is saved; may be nil
@@ -88,11 +104,17 @@ func New(st *store.Store, session string, next Publisher, log *slog.Logger, opts
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	j := &Journal{st: st, session: session, next: next, log: log, in: make(chan item, QueueLen), done: make(chan struct{}), drained: make(chan struct{}), batchBytes: DefaultBatchBytes}
+	j := &Journal{st: st, session: session, next: next, log: log, in: make(chan item, QueueLen),
+		saved: make(chan *batch, pipeDepth), free: make(chan *batch, pipeDepth),
+		done: make(chan struct{}), drained: make(chan struct{}), batchBytes: DefaultBatchBytes}
 	for _, o := range opts {
 		o(j)
 	}
+	for range pipeDepth {
+		j.free <- &batch{items: make([]item, 0, MaxBatch)}
+	}
 	go j.run()
+	go j.forwardLoop()
 	return j
 }
 
@@ -166,44 +188,59 @@ func (j *Journal) Close() {
 	<-j.done
 }
 
+// run saves batches in order and hands each to forwardLoop. It owns
+// closing saved; forwardLoop owns closing done.
 func (j *Journal) run() {
-	defer close(j.done)
-	batch := make([]item, 0, MaxBatch)
+	defer close(j.saved)
 	recs := make([]store.Record, 0, MaxBatch)
 	for it := range j.in {
-		batch = append(batch[:0], it)
-		size := it.size()
+		b := <-j.free
+		b.items = append(b.items[:0], it)
+		b.size = it.size()
 	fill:
-		for len(batch) < MaxBatch && size < j.batchBytes {
+		for len(b.items) < MaxBatch && b.size < j.batchBytes {
 			select {
 			case more, ok := <-j.in:
 				if !ok {
 					break fill
 				}
-				batch = append(batch, more)
-				size += more.size()
+				b.items = append(b.items, more)
+				b.size += more.size()
 			default:
 				break fill
 			}
 		}
 		recs = recs[:0]
-		for _, b := range batch {
-			if !b.rec.IsZero() {
-				recs = append(recs, b.rec)
+		for _, it := range b.items {
+			if !it.rec.IsZero() {
+				recs = append(recs, it.rec)
 			}
 		}
 		if len(recs) > 0 {
-			j.save(recs)
+			b.notice = j.save(recs)
 		}
-		j.forward(batch)
-		j.queued.Add(-int64(size))
+		clear(recs)
+		j.saved <- b
+	}
+}
+
+// forwardLoop sends the saved batches on, in order, and accounts for them
+// in Throttle.
+func (j *Journal) forwardLoop() {
+	defer close(j.done)
+	for b := range j.saved {
+		if b.notice != nil {
+			j.next.Broadcast(b.notice)
+		}
+		j.forward(b.items)
+		j.queued.Add(-int64(b.size))
 		j.drainedMu.Lock()
 		close(j.drained)
 		j.drained = make(chan struct{})
 		j.drainedMu.Unlock()
-		for i := range batch {
-			batch[i] = item{}
-		}
+		clear(b.items)
+		b.items, b.notice = b.items[:0], nil
+		j.free <- b
 	}
 }
 
@@ -245,8 +282,9 @@ func (j *Journal) forward(batch []item) {
 
 // save appends recs. If the store fails (disk full, read-only), the fleet
 // keeps running and telling clients: it says once that the session is not
-// being saved, logs the error, and tries again with every batch.
-func (j *Journal) save(recs []store.Record) {
+// being saved (the notice it returns, sent before the batch), logs the
+// error, and tries again with every batch.
+func (j *Journal) save(recs []store.Record) (notice protocol.Message) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	err := j.st.Append(ctx, j.session, recs)
@@ -254,14 +292,15 @@ func (j *Journal) save(recs []store.Record) {
 	case err != nil && !j.failing:
 		j.failing = true
 		j.log.Error("saving the session failed; events are still delivered but not saved", "err", err, "records", len(recs))
-		j.next.Broadcast(&protocol.Transcript{Role: protocol.RoleSystem, Ts: time.Now().UnixMilli(),
-			Text: "The session is not being saved: " + err.Error() + ". It cannot be resumed past this point until the problem is fixed."})
+		return &protocol.Transcript{Role: protocol.RoleSystem, Ts: time.Now().UnixMilli(),
+			Text: "The session is not being saved: " + err.Error() + ". It cannot be resumed past this point until the problem is fixed."}
 	case err == nil && j.failing:
 		j.failing = false
 		j.log.Info("saving the session works again")
-		j.next.Broadcast(&protocol.Transcript{Role: protocol.RoleSystem, Ts: time.Now().UnixMilli(),
-			Text: "The session is being saved again."})
+		return &protocol.Transcript{Role: protocol.RoleSystem, Ts: time.Now().UnixMilli(),
+			Text: "The session is being saved again."}
 	}
+	return nil
 }
 
 // recordFor maps the events that make up a session's history to records.

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"go.uber.org/goleak"
 
@@ -126,3 +127,52 @@ func TestStoreFailureKeepsTellingAndSaysSo(t *testing.T) {
 type recorder struct{ got []protocol.Message }
 
 func (r *recorder) Broadcast(m protocol.Message) { r.got = append(r.got, m) }
+
+// recordingPublisher keeps what it is handed, in order.
+type recordingPublisher struct {
+	mu  sync.Mutex
+	got []protocol.Message
+}
+
+func (p *recordingPublisher) Broadcast(m protocol.Message) {
+	p.mu.Lock()
+	p.got = append(p.got, m)
+	p.mu.Unlock()
+}
+
+// TestSaveFailureSaidOnceBeforeItsEvents: when the store refuses a batch,
+// clients still get the events, preceded once by a system line saying the
+// session is not being saved (not once per batch, and not after events
+// that were not saved).
+func TestSaveFailureSaidOnceBeforeItsEvents(t *testing.T) {
+	st := openStore(t)
+	pub := &recordingPublisher{}
+	j := New(st, "s1", pub, nil)
+	j.Broadcast(&protocol.Transcript{Role: protocol.RoleTool, Agent: "w1", Text: "saved", Ts: 1})
+	j.Close()
+	if err := st.Close(); err != nil { // every Append from now on fails
+		t.Fatal(err)
+	}
+	j = New(st, "s1", pub, nil)
+	for i := range 3 {
+		j.Broadcast(&protocol.Transcript{Role: protocol.RoleTool, Agent: "w1", Text: "unsaved " + string(rune('a'+i)), Ts: 2})
+		// One batch each: wait until this one was forwarded.
+		for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(time.Millisecond) {
+			pub.mu.Lock()
+			n := len(pub.got)
+			pub.mu.Unlock()
+			if n >= 3+i || time.Now().After(deadline) {
+				break
+			}
+		}
+	}
+	j.Close()
+	var texts []string
+	for _, m := range pub.got {
+		texts = append(texts, m.(*protocol.Transcript).Text)
+	}
+	if len(texts) != 5 || texts[0] != "saved" || !strings.HasPrefix(texts[1], "The session is not being saved: ") ||
+		texts[2] != "unsaved a" || texts[4] != "unsaved c" {
+		t.Fatalf("forwarded %q", texts)
+	}
+}
