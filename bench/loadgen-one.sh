@@ -8,7 +8,7 @@ set -u
 K=$1; N=${2:-200000}; RATE=${3:-}
 export AGENTS_FLEET_HOME=$(mktemp -d /tmp/fb.XXXX)
 mkdir -p "$AGENTS_FLEET_HOME/cwd"; cd "$AGENTS_FLEET_HOME/cwd"
-${FLEET_ENV:-} /tmp/fleet run --control-socket --headless --log-level warn 2>"$AGENTS_FLEET_HOME/err.log" & FP=$!
+${FLEET_ENV:-} /tmp/fleet run --control-socket --headless --log-level warn ${FLEET_ARGS:-} 2>"$AGENTS_FLEET_HOME/err.log" & FP=$!
 for _ in $(seq 50); do D=$(ls "$AGENTS_FLEET_HOME"/sockets/*.json 2>/dev/null) && break; sleep 0.1; done
 SOCK=$(python3 -c "import json;print(json.load(open('$D'))['socketPath'])")
 TOKF=$(python3 -c "import json;print(json.load(open('$D'))['tokenPath'])")
