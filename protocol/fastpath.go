@@ -39,6 +39,25 @@ func appendTranscript(dst []byte, m *Transcript) ([]byte, error) {
 
 const hexDigits = "0123456789abcdef"
 
+const (
+	lsb = 0x0101010101010101
+	msb = 0x8080808080808080
+)
+
+// plain8 reports whether none of the 8 bytes of s is a control character,
+// '"', '\\' or a byte of a multi-byte UTF-8 sequence. It is the classic
+// "has a zero byte" test applied to s-0x20, s^'"' and s^'\\', plus the
+// high bits. It may report false for a plain word (a borrow across bytes),
+// which only sends those bytes through the byte loop; it never reports
+// true for a word that needs escaping.
+func plain8(s string) bool {
+	_ = s[7] // one bounds check; the loads below combine into one
+	x := uint64(s[0]) | uint64(s[1])<<8 | uint64(s[2])<<16 | uint64(s[3])<<24 |
+		uint64(s[4])<<32 | uint64(s[5])<<40 | uint64(s[6])<<48 | uint64(s[7])<<56
+	t := (x - 0x20*lsb) | ((x ^ '"'*lsb) - lsb) | ((x ^ '\\'*lsb) - lsb)
+	return (t&^x|x)&msb == 0
+}
+
 // appendJSONString appends s as a JSON string exactly as encoding/json does
 // with SetEscapeHTML(false): \" \\ \b \f \n \r \t, other control
 // characters as \u00XX, invalid UTF-8 as \ufffd, U+2028 and U+2029
@@ -47,6 +66,14 @@ func appendJSONString(dst []byte, s string) []byte {
 	dst = append(dst, '"')
 	start := 0
 	for i := 0; i < len(s); {
+		// Eight bytes at a time while none needs a second look (plain
+		// printable ASCII other than '"' and '\\'): most output lines.
+		for i+8 <= len(s) && plain8(s[i:i+8]) {
+			i += 8
+		}
+		if i >= len(s) {
+			break
+		}
 		b := s[i]
 		if b < utf8.RuneSelf {
 			if b >= 0x20 && b != '"' && b != '\\' {

@@ -2,6 +2,7 @@ package protocol
 
 import (
 	"bytes"
+	"math/rand/v2"
 	"strings"
 	"testing"
 )
@@ -47,4 +48,35 @@ func FuzzTranscriptFastPath(f *testing.F) {
 			t.Fatalf("fast %q (%v)\nslow %q (%v)", fast, ferr, slow, serr)
 		}
 	})
+}
+
+// TestPlain8: for a word with any one byte set to any value, and for
+// random words, plain8 is never true for a word that needs escaping; for
+// single bytes it is exact.
+func TestPlain8(t *testing.T) {
+	needs := func(b byte) bool { return b < 0x20 || b >= 0x80 || b == '"' || b == '\\' }
+	for pos := range 8 {
+		for v := range 256 {
+			w := []byte("abcdefgh")
+			w[pos] = byte(v)
+			if got, want := plain8(string(w)), !needs(byte(v)); got != want {
+				t.Errorf("plain8(%q) = %v, want %v", w, got, want)
+			}
+		}
+	}
+	rng := rand.New(rand.NewPCG(1, 2))
+	for range 1_000_000 {
+		var w [8]byte
+		clean := true
+		for i := range w {
+			w[i] = byte(rng.Uint32())
+			if rng.IntN(2) == 0 { // half the bytes plain, to mix the two
+				w[i] = byte(0x20 + rng.IntN(0x5f))
+			}
+			clean = clean && !needs(w[i])
+		}
+		if plain8(string(w[:])) && !clean {
+			t.Fatalf("plain8(%q) = true for a word that needs escaping", w)
+		}
+	}
 }
