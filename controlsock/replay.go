@@ -1,6 +1,7 @@
 package controlsock
 
 import (
+	"bytes"
 	"container/heap"
 	"encoding/json"
 	"slices"
@@ -94,7 +95,11 @@ func newReplayCache(l HistoryLimits) replayCache {
 	}
 }
 
-// observe records what a broadcast frame means for later attaches.
+// observe records what a broadcast frame means for later attaches. frame
+// may be part of a buffer that clients' queues share (BroadcastBatch), so
+// what is kept is copied: a transcript line into the buffer of the ring
+// slot it takes over (no allocation once the ring is full), the few others
+// cloned.
 func (r *replayCache) observe(m protocol.Message, frame []byte) {
 	switch m.(type) {
 	case *protocol.Transcript, *protocol.UserMessage, *protocol.Reply, *protocol.HubEvent:
@@ -114,13 +119,13 @@ func (r *replayCache) observe(m protocol.Message, frame []byte) {
 		r.convoTotal++
 		r.conversation.push(protocol.HydrateConversationEntry{Role: "assistant", Text: m.Text, Ts: ts})
 	case *protocol.HubEvent:
-		r.hub.push(rawEntry{ts: m.Ts, frame: frame})
+		r.hub.push(rawEntry{ts: m.Ts, frame: bytes.Clone(frame)})
 	case *protocol.FleetState:
-		r.fleet = frame
+		r.fleet = bytes.Clone(frame)
 	case *protocol.ConfirmRequest:
-		r.pending = append(r.pending, pendingRequest{id: m.ID, frame: frame})
+		r.pending = append(r.pending, pendingRequest{id: m.ID, frame: bytes.Clone(frame)})
 	case *protocol.AskRequest:
-		r.pending = append(r.pending, pendingRequest{id: m.ID, frame: frame})
+		r.pending = append(r.pending, pendingRequest{id: m.ID, frame: bytes.Clone(frame)})
 	case *protocol.ConfirmResolved:
 		for i, p := range r.pending {
 			if p.id == m.ID {
@@ -130,7 +135,7 @@ func (r *replayCache) observe(m protocol.Message, frame []byte) {
 		}
 	case *protocol.CommandCatalog, *protocol.FleetIntel, *protocol.FleetEvolution,
 		*protocol.FleetStore, *protocol.FleetExperiment:
-		r.snapshots[m.MessageType()] = frame
+		r.snapshots[m.MessageType()] = bytes.Clone(frame)
 	}
 }
 
@@ -151,7 +156,11 @@ func (r *replayCache) addTranscript(agent string, ts int64, frame []byte) {
 	if ts == 0 {
 		ts = nowMs()
 	}
-	al.lines.push(rawEntry{ts: ts, seq: r.tick, frame: frame})
+	var slot []byte
+	if old, full := al.lines.next(); full {
+		slot = old.frame[:0] // only this ring ever held it
+	}
+	al.lines.push(rawEntry{ts: ts, seq: r.tick, frame: append(slot, frame...)})
 }
 
 func (r *replayCache) dropQuietestAgent() {
@@ -343,6 +352,15 @@ func (r *ring[T]) push(v T) {
 }
 
 func (r *ring[T]) len() int { return len(r.buf) }
+
+// next returns the entry the next push overwrites, if the ring is full.
+func (r *ring[T]) next() (T, bool) {
+	if len(r.buf) < cap(r.buf) {
+		var zero T
+		return zero, false
+	}
+	return r.buf[r.start], true
+}
 
 // fromNewest returns the entry j places before the newest (0 = newest).
 func (r *ring[T]) fromNewest(j int) T {

@@ -275,30 +275,53 @@ func (s *Server) Broadcast(m protocol.Message) {
 // BroadcastBatch is Broadcast for several messages in order: one lock of
 // the server and of each client for the whole batch instead of one per
 // message (the journal hands over what one transaction saved).
+//
+// The batch is encoded into one buffer: each client queues it as one
+// slice (rather than a slice per frame) and writes it without copying.
+// The replay cache copies what it keeps, so the buffer is only held by the
+// queues it is in.
 func (s *Server) BroadcastBatch(ms []protocol.Message) {
+	size := 0
+	for _, m := range ms {
+		size += sizeHint(m)
+	}
+	buf := make([]byte, 0, size)
+	// Each message's frame, for the replay cache. If buf grows, earlier
+	// frames stay in the old array and buf has a copy of them.
 	frames := make([][]byte, 0, len(ms))
 	kept := ms[:0:0]
 	for _, m := range ms {
-		frame, err := protocol.Encode(m)
+		start := len(buf)
+		next, err := protocol.AppendEncode(buf, m)
 		if err != nil {
 			s.log.Error("broadcast: encode failed; frame dropped", "type", m.MessageType(), "err", err)
 			continue
 		}
-		frames = append(frames, frame)
+		buf = next
+		frames = append(frames, buf[start:len(buf):len(buf)])
 		kept = append(kept, m)
 	}
 	if len(frames) == 0 {
 		return
 	}
+	run := [][]byte{buf[:len(buf):len(buf)]}
 	s.bcasts.Add(uint64(len(frames)))
 	s.mu.Lock()
 	for i, m := range kept {
 		s.replay.observe(m, frames[i])
 	}
 	for c := range s.clients {
-		c.enqueueBatch(frames)
+		c.enqueueBatch(run)
 	}
 	s.mu.Unlock()
+}
+
+// sizeHint estimates m's frame size (escapes may make it longer).
+func sizeHint(m protocol.Message) int {
+	if t, ok := m.(*protocol.Transcript); ok && t != nil {
+		return len(t.Text) + len(t.Agent) + 96
+	}
+	return 512
 }
 
 // SeedHistory loads a resumed session's saved history into the replay

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -545,4 +546,70 @@ func TestOtherUIDRefused(t *testing.T) {
 		t.Fatal(msg)
 	}
 	c.expectClosed()
+}
+
+// TestBatchRunsAndWindowSlots: BroadcastBatch hands clients runs of
+// contiguous frames and the replay window copies lines into the slots it
+// reuses. A live client gets every frame of many batches byte for byte in
+// order (lines of varying length, a long line that outgrows the batch's
+// buffer, other types mixed in), and a late client's hydrate holds each
+// agent's newest lines exactly, after the rings have turned over several
+// times.
+func TestBatchRunsAndWindowSlots(t *testing.T) {
+	h := newHarness(t, nil)
+	live, _ := h.attach("live")
+	var want [][]byte
+	lines := map[string][]string{}
+	n := 0
+	for b := range 40 {
+		var batch []protocol.Message
+		for i := range 37 {
+			agent := fmt.Sprint("w", (b+i)%3)
+			text := fmt.Sprintf("b%d i%d %s", b, i, strings.Repeat("x", (b*7+i*13)%300))
+			if i == 20 && b%5 == 0 {
+				text += strings.Repeat("é\"\\\t", 4000) // escapes beyond the size hint
+			}
+			n++
+			batch = append(batch, &protocol.Transcript{Role: protocol.RoleTool, Text: text, Agent: agent, Ts: int64(n)})
+			lines[agent] = append(lines[agent], text)
+			if i == 10 {
+				batch = append(batch, &protocol.HubEvent{From: agent, Kind: "note", Ts: int64(n), Text: "hub " + text[:8]})
+			}
+		}
+		for _, m := range batch {
+			f, err := protocol.Encode(m)
+			if err != nil {
+				t.Fatal(err)
+			}
+			want = append(want, f)
+		}
+		h.srv.BroadcastBatch(batch)
+	}
+	live.conn.SetReadDeadline(time.Now().Add(10 * time.Second))
+	for i, w := range want {
+		f, err := live.r.ReadFrame()
+		if err != nil {
+			t.Fatalf("frame %d: %v", i, err)
+		}
+		if !bytes.Equal(f, bytes.TrimSuffix(w, []byte("\n"))) {
+			t.Fatalf("frame %d:\n got %.200q\nwant %.200q", i, f, w)
+		}
+	}
+
+	late := h.dial()
+	late.sendRaw(`{"type":"hello","token":"` + testToken + `","clientKind":"other"}`)
+	hy := late.nextOf(protocol.TypeHydrate).(*protocol.Hydrate)
+	got := map[string][]string{}
+	for _, l := range hy.Transcripts {
+		got[l.Agent] = append(got[l.Agent], l.Text)
+	}
+	for agent, all := range lines {
+		g := got[agent]
+		if len(g) == 0 || len(g) > 200 {
+			t.Fatalf("%s: %d lines in hydrate", agent, len(g))
+		}
+		if !slices.Equal(g, all[len(all)-len(g):]) {
+			t.Fatalf("%s: hydrate lines are not the agent's newest %d", agent, len(g))
+		}
+	}
 }
