@@ -415,22 +415,27 @@ func (c *client) writeLoop() {
 		if closing && reason != reasonShutdown {
 			timeout = handshakeWriteTimeout
 		}
-		// Write in chunks of at most maxIovecs frames (one writev each), so
-		// the deadline applies per chunk and progress is seen as it happens.
+		// Write in chunks, each with its own deadline, so that progress is
+		// seen as it happens: runs of small frames copied into one buffer
+		// and written at once, large entries (a broadcast batch, a
+		// hydrate) as they are, up to maxIovecs of them per writev.
 		for rest := batch; len(rest) > 0; {
-			chunk := rest[:min(len(rest), maxIovecs)]
 			c.conn.SetWriteDeadline(time.Now().Add(timeout))
 			var n int64
 			var err error
-			if buf := coalesce(chunk); buf != nil {
-				// Small frames: one contiguous write is cheaper for the
-				// kernel (and the reader) than a writev of many segments.
-				chunk = chunk[:buf.frames]
+			var chunk [][]byte
+			if buf := coalesce(rest); buf != nil {
+				chunk = rest[:buf.frames]
 				var m int
 				m, err = c.conn.Write(buf.b)
 				n = int64(m)
 				putCoalesced(buf)
 			} else {
+				k := 1
+				for k < len(rest) && k < maxIovecs && len(rest[k]) >= directBytes {
+					k++
+				}
+				chunk = rest[:k]
 				bufs := net.Buffers(chunk) // WriteTo consumes bufs, not chunk
 				n, err = bufs.WriteTo(c.conn)
 			}
@@ -466,8 +471,12 @@ func (c *client) writeLoop() {
 const maxIovecs = 1024
 
 // coalesceBytes is the size of the buffers small frames are copied into
-// for one write; pooled, so idle clients hold none.
-const coalesceBytes = 64 << 10
+// for one write; pooled, so idle clients hold none. Entries of directBytes
+// or more are written as they are.
+const (
+	coalesceBytes = 64 << 10
+	directBytes   = 4 << 10
+)
 
 type coalesced struct {
 	b      []byte
@@ -476,17 +485,17 @@ type coalesced struct {
 
 var coalescePool = sync.Pool{New: func() any { return &coalesced{b: make([]byte, 0, coalesceBytes)} }}
 
-// coalesce copies the leading frames of chunk that fit in one pooled
-// buffer, or returns nil when the first frame alone is too big (then the
-// chunk goes out with writev).
-func coalesce(chunk [][]byte) *coalesced {
-	if len(chunk[0]) > coalesceBytes {
+// coalesce copies the leading small entries of queue that fit in one
+// pooled buffer, or returns nil when the first one is not small (it goes
+// out as it is).
+func coalesce(queue [][]byte) *coalesced {
+	if len(queue[0]) >= directBytes {
 		return nil
 	}
 	c := coalescePool.Get().(*coalesced)
 	c.b, c.frames = c.b[:0], 0
-	for _, f := range chunk {
-		if len(c.b)+len(f) > coalesceBytes {
+	for _, f := range queue {
+		if len(f) >= directBytes || len(c.b)+len(f) > coalesceBytes {
 			break
 		}
 		c.b = append(c.b, f...)
