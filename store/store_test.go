@@ -14,6 +14,7 @@ import (
 	"sync"
 	"testing"
 	"testing/fstest"
+	"time"
 
 	"go.uber.org/goleak"
 )
@@ -74,6 +75,45 @@ func fileBytes(t *testing.T, path string) []byte {
 		t.Fatal(err)
 	}
 	return b
+}
+
+// TestRecentAgentsAmongMany: with 5,000 agents in a session (and others
+// in another session), Load picks the most recently active ones, newest
+// activity first, and takes milliseconds.
+func TestRecentAgentsAmongMany(t *testing.T) {
+	s := openT(t, filepath.Join(t.TempDir(), "fleet.db"))
+	createT(t, s, newSession("s1", 1))
+	createT(t, s, newSession("s2", 2))
+	const n = 5000
+	var recs []Record
+	for i := range n {
+		recs = append(recs, line(fmt.Sprint("w", i), fmt.Sprint("line of w", i), int64(i+1)))
+	}
+	for i := 0; i < n; i += 500 {
+		appendT(t, s, "s1", recs[i:i+500]...)
+	}
+	appendT(t, s, "s2", line("other", "x", 1))
+	// w17 becomes the most recent, then w3.
+	appendT(t, s, "s1", line("w17", "again", n+1))
+	appendT(t, s, "s1", line("w3", "again", n+2))
+	t0 := time.Now()
+	l := loadT(t, s, "s1", Limits{TranscriptAgents: 4})
+	took := time.Since(t0)
+	var agents []string
+	got := map[string]bool{}
+	for a := range l.Transcripts {
+		agents = append(agents, a)
+		got[a] = true
+	}
+	t.Logf("Load of a session with %d agents: %v", n, took)
+	for _, want := range []string{"w3", "w17", fmt.Sprint("w", n-1), fmt.Sprint("w", n-2)} {
+		if !got[want] {
+			t.Errorf("agents %v, want %s among them", agents, want)
+		}
+	}
+	if len(got) != 4 || got["other"] {
+		t.Errorf("agents %v", agents)
+	}
 }
 
 func TestMigrationsEmbedded(t *testing.T) {
@@ -690,7 +730,9 @@ func querySQL(t testing.TB, db *sql.DB, q string, args ...any) int64 {
 
 // TestWindowQueriesUseIndexes checks that every read whose cost must not
 // grow with the history is an index range walk: no table scan, and no sort
-// (a sort would read the whole range before LIMIT).
+// (a sort would read the whole range before LIMIT). The one exception is
+// the recent agents: they are the session's agents (one per worker, found
+// by index), sorted by activity; see migration 0003.
 func TestWindowQueriesUseIndexes(t *testing.T) {
 	s := openT(t, filepath.Join(t.TempDir(), "fleet.db"))
 	for _, q := range []string{qConversationWindow, qHubWindow, qRecentAgents, qAgentChunks, qAgentWindow, qPrefix,
@@ -710,7 +752,8 @@ func TestWindowQueriesUseIndexes(t *testing.T) {
 		}
 		rows.Close()
 		p := strings.Join(plan, "; ")
-		if !strings.Contains(p, "USING") || strings.Contains(p, "SCAN") || strings.Contains(p, "TEMP B-TREE") {
+		sorted := strings.Contains(p, "TEMP B-TREE") && !(q == qRecentAgents && strings.Contains(p, "(sid=?)"))
+		if !strings.Contains(p, "USING") || strings.Contains(p, "SCAN") || sorted {
 			t.Errorf("%s\n  plan: %s", q, p)
 		}
 	}
