@@ -14,6 +14,7 @@ import (
 	"path/filepath"
 	"runtime/debug"
 	"runtime/pprof"
+	"runtime/trace"
 	"sync"
 	"syscall"
 	"time"
@@ -45,6 +46,7 @@ type runOptions struct {
 	requestTTL    time.Duration
 	logLevel      string
 	cpuProfile    string
+	traceFile     string
 }
 
 func newRunCmd() *cobra.Command {
@@ -96,7 +98,9 @@ On shutdown running tasks are stopped, pending questions resolve as
 	f.StringVar(&o.logLevel, "log-level", "info", "log level: debug, info, warn, error")
 	f.StringVar(&o.cpuProfile, "cpuprofile", "", "write a CPU profile of the run to this file (for performance work)")
 	f.MarkHidden("status-interval")
+	f.StringVar(&o.traceFile, "trace", "", "write a Go execution trace of the run to this file (for performance work)")
 	f.MarkHidden("cpuprofile")
+	f.MarkHidden("trace")
 	cmd.MarkFlagsMutuallyExclusive("native-root", "no-native-root")
 	return cmd
 }
@@ -124,6 +128,17 @@ func runFleet(cmd *cobra.Command, o runOptions, prompt string) error {
 			return fmt.Errorf("--cpuprofile: %w", err)
 		}
 		defer pprof.StopCPUProfile()
+	}
+	if o.traceFile != "" {
+		tf, err := os.Create(o.traceFile)
+		if err != nil {
+			return fmt.Errorf("--trace: %w", err)
+		}
+		defer tf.Close()
+		if err := trace.Start(tf); err != nil {
+			return fmt.Errorf("--trace: %w", err)
+		}
+		defer trace.Stop()
 	}
 	if os.Getenv("GOMEMLIMIT") == "" {
 		// A soft heap target: the fan-out's garbage is short-lived frames,
