@@ -201,10 +201,11 @@ func runFleet(cmd *cobra.Command, o runOptions, prompt string) error {
 		return err
 	}
 	defer st.Close()
-	sess, err := openSession(cmd.Context(), st, o, name, cwd)
+	sess, err := openSession(cmd.Context(), home, st, o, name, cwd)
 	if err != nil {
 		return err
 	}
+	defer sess.release()
 
 	// In a terminal the console owns the screen: logs go to a file.
 	logOut := cmd.ErrOrStderr()
@@ -318,6 +319,11 @@ func runFleet(cmd *cobra.Command, o runOptions, prompt string) error {
 	}
 	serveDone := make(chan error, 1)
 	if ep != nil {
+		// What was said at start (resume notes, warnings) reaches the
+		// replay window before the first console can attach.
+		syncCtx, cancelSync := context.WithTimeout(ctx, 5*time.Second)
+		jr.Sync(syncCtx)
+		cancelSync()
 		go func() { serveDone <- srv.Serve(ep.ln) }()
 		d := registry.Descriptor{
 			SchemaVersion: registry.SchemaVersion, ID: ep.id, PID: os.Getpid(), Name: sess.name, Cwd: cwd,

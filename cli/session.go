@@ -6,10 +6,13 @@ import (
 	"fmt"
 	"path/filepath"
 	"sort"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/agents-fleet/fleet/engine"
 	"github.com/agents-fleet/fleet/protocol"
+	"github.com/agents-fleet/fleet/provider/local"
 	"github.com/agents-fleet/fleet/store"
 	"github.com/agents-fleet/fleet/worktree"
 )
@@ -35,10 +38,17 @@ type session struct {
 	history           *protocol.Hydrate
 	conversationTotal int
 	notes             []string // told to the operator once the fleet runs
+	release           func()   // drops the session lock
 }
 
-// openSession creates a new session, or loads the one named by --resume.
-func openSession(ctx context.Context, st *store.Store, o runOptions, name, cwd string) (*session, error) {
+// errSessionBusy: another live fleet process serves the session.
+var errSessionBusy = errors.New("the session is being served by another fleet process (fleet ls lists them); stop it first")
+
+// openSession creates a new session, or loads the one named by --resume,
+// and holds its lock (release it when the fleet stops). Resuming stops
+// what tasks of an earlier, killed fleet process of the session left
+// running.
+func openSession(ctx context.Context, home string, st *store.Store, o runOptions, name, cwd string) (*session, error) {
 	mode := modeLegacy
 	if o.nativeRoot {
 		mode = modeNative
@@ -55,7 +65,11 @@ func openSession(ctx context.Context, st *store.Store, o runOptions, name, cwd s
 		}); err != nil {
 			return nil, fmt.Errorf("save the new session: %w", err)
 		}
-		return &session{id: id, name: name, mode: mode}, nil
+		release, err := lockSession(home, id)
+		if err != nil {
+			return nil, err
+		}
+		return &session{id: id, name: name, mode: mode, release: release}, nil
 	}
 
 	saved, err := st.GetSession(ctx, o.resume)
@@ -71,11 +85,23 @@ func openSession(ctx context.Context, st *store.Store, o runOptions, name, cwd s
 	case o.noNativeRoot && saved.Mode == modeNative:
 		return nil, fmt.Errorf("--resume %s: the session is native; it cannot be resumed with --no-native-root (resume it without the flag)", saved.ID)
 	}
+	release, err := lockSession(home, saved.ID)
+	if err != nil {
+		return nil, fmt.Errorf("--resume %s: %w", saved.ID, err)
+	}
 	loaded, err := st.Load(ctx, saved.ID, hydrateLimits)
 	if err != nil {
+		release()
 		return nil, fmt.Errorf("--resume %s: load the session: %w", saved.ID, err)
 	}
-	s := &session{id: saved.ID, name: saved.Name, mode: saved.Mode, restore: toRestore(loaded), conversationTotal: loaded.ConversationTotal}
+	s := &session{id: saved.ID, name: saved.Name, mode: saved.Mode, restore: toRestore(loaded), conversationTotal: loaded.ConversationTotal, release: release}
+	// Nobody else serves the session (we hold its lock), so processes
+	// marked with it are leftovers of a killed fleet process.
+	if pids, err := local.KillLeftovers(saved.ID); err != nil {
+		s.notes = append(s.notes, "Could not look for processes the previous run left behind: "+err.Error())
+	} else if len(pids) > 0 {
+		s.notes = append(s.notes, fmt.Sprintf("Stopped %d process(es) that tasks of the previous run left running (pid %s).", len(pids), joinInts(pids)))
+	}
 	s.history = toHydrate(loaded)
 	s.notes = append(s.notes, fmt.Sprintf("Resumed session %s (%s), started %s.", saved.ID, saved.Name,
 		time.UnixMilli(saved.StartedAt).Format(time.DateTime)))
@@ -83,6 +109,14 @@ func openSession(ctx context.Context, st *store.Store, o runOptions, name, cwd s
 		s.notes = append(s.notes, fmt.Sprintf("The session ran in %s; it now runs in %s.", saved.Cwd, cwd))
 	}
 	return s, nil
+}
+
+func joinInts(ns []int) string {
+	s := make([]string, len(ns))
+	for i, n := range ns {
+		s[i] = strconv.Itoa(n)
+	}
+	return strings.Join(s, ", ")
 }
 
 func toRestore(l *store.Loaded) *engine.Restore {

@@ -6,11 +6,14 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
 
 	"github.com/agents-fleet/fleet/protocol"
+	"github.com/agents-fleet/fleet/provider"
 )
 
 // gitRepo makes a repository with one commit in e.cwd.
@@ -132,12 +135,37 @@ func TestKill9ThenResumeKeepsWhatClientsWereTold(t *testing.T) {
 	if out, _, _ := e.fleet("", "sessions"); !strings.Contains(out, sessions[0].ID) || !strings.Contains(out, "1/0/3") {
 		t.Fatalf("sessions table:\n%s", out)
 	}
+	// The running task (sleep 60) outlived the killed fleet.
+	leftovers := markedProcesses(sessions[0].ID)
+	if runtime.GOOS == "linux" && len(leftovers) == 0 {
+		t.Fatal("no process of the running task outlived the kill")
+	}
 
 	// Resume with a prefix of the id.
 	d2 := e.start("--control-socket", "--resume", sessions[0].ID[:6])
 	c2 := d2.dial(protocol.ClientREPL, "late")
 	s2 := watch(t, c2)
 	hyd := s2.waitFor("hydrate", isType(protocol.TypeHydrate)).(*protocol.Hydrate)
+	// The resume stopped them, and said so.
+	if runtime.GOOS == "linux" {
+		if left := markedProcesses(sessions[0].ID); len(left) != 0 {
+			t.Fatalf("processes %v of the killed fleet's task still run after the resume", left)
+		}
+		said := false
+		for _, c := range hyd.Conversation {
+			said = said || strings.Contains(c.Text, "that tasks of the previous run left running")
+		}
+		if !said {
+			s2.waitFor("note about stopped processes", func(m protocol.Message) bool {
+				r, ok := m.(*protocol.Reply)
+				return ok && strings.Contains(r.Text, "that tasks of the previous run left running")
+			})
+		}
+	}
+	// A session is served by one fleet process at a time.
+	if _, errOut, code := e.fleet("", "run", "--headless", "--resume", sessions[0].ID); code == 0 || !strings.Contains(errOut, "served by another fleet process") {
+		t.Fatalf("resume a session that is being served: %d %s", code, errOut)
+	}
 	have := map[string]bool{}
 	for _, l := range hyd.Transcripts {
 		have[l.Agent+"|"+l.Text] = true
@@ -191,6 +219,27 @@ func TestKill9ThenResumeKeepsWhatClientsWereTold(t *testing.T) {
 	if _, errOut, code := e.fleet("", "run", "--headless", "--resume", "nope"); code == 0 || !strings.Contains(errOut, "no saved session") {
 		t.Fatalf("resume unknown: %d %s", code, errOut)
 	}
+}
+
+// markedProcesses lists the live processes (zombies excluded) whose
+// environment marks them with session (Linux: /proc; elsewhere nil).
+func markedProcesses(session string) []int {
+	entries, _ := os.ReadDir("/proc")
+	var pids []int
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		env, err := os.ReadFile("/proc/" + e.Name() + "/environ")
+		if err != nil || !strings.Contains("\x00"+string(env), "\x00"+provider.SessionEnv+"="+session+"\x00") {
+			continue
+		}
+		if stat, err := os.ReadFile("/proc/" + e.Name() + "/stat"); err == nil && !strings.Contains(string(stat), ") Z ") {
+			pids = append(pids, pid)
+		}
+	}
+	return pids
 }
 
 func TestTwoFleetsInOneRepository(t *testing.T) {

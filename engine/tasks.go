@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"slices"
 	"sync/atomic"
 	"time"
 
@@ -196,6 +197,10 @@ func (e *Engine) run(ctx context.Context, h *host) provider.Result {
 	if env == nil {
 		env = os.Environ()
 	}
+	// The task's processes carry their session, task and worker
+	// (provider.SessionEnv).
+	env = append(slices.Clip(env), provider.SessionEnv+"="+e.cfg.SessionID,
+		"AGENTS_FLEET_TASK="+t.id, "AGENTS_FLEET_WORKER="+w.id)
 	res := e.cfg.Provider.Run(ctx, provider.Task{ID: t.id, Prompt: t.command, Dir: dir, Env: env}, h)
 	if finish != nil {
 		// Changes are collected even after a cancel: they happened.

@@ -95,8 +95,9 @@ type batch struct {
 const pipeDepth = 2
 
 type item struct {
-	msg protocol.Message // forwarded after the batch is saved; may be nil
-	rec store.Record     // saved; zero when msg is not worth keeping
+	msg    protocol.Message // forwarded after the batch is saved; may be nil
+	rec    store.Record     // saved; zero when msg is not worth keeping
+	synced chan struct{}    // closed once forwarded (Sync); may be nil
 }
 
 // New starts a journal for session, saving to st and forwarding to next.
@@ -143,10 +144,26 @@ func (j *Journal) SaveCounter(name string, value int64) {
 	j.send(item{rec: store.Record{Counter: &store.Counter{Name: name, Value: value}}})
 }
 
+// Sync waits until every event sent before it was saved and handed on
+// (or ctx ends): the fleet calls it before it lets consoles attach, so that
+// what it said at start is in their replay.
+func (j *Journal) Sync(ctx context.Context) {
+	done := make(chan struct{})
+	j.send(item{synced: done})
+	select {
+	case <-done:
+	case <-ctx.Done():
+	}
+}
+
 func (j *Journal) send(it item) {
 	j.mu.RLock()
 	defer j.mu.RUnlock()
 	if j.closed {
+		if it.synced != nil {
+			close(it.synced)
+			return
+		}
 		j.log.Warn("journal closed; event dropped", "type", typeOf(it.msg))
 		return
 	}
@@ -233,6 +250,11 @@ func (j *Journal) forwardLoop() {
 			j.next.Broadcast(b.notice)
 		}
 		j.forward(b.items)
+		for _, it := range b.items {
+			if it.synced != nil {
+				close(it.synced)
+			}
+		}
 		j.queued.Add(-int64(b.size))
 		j.drainedMu.Lock()
 		close(j.drained)

@@ -2,6 +2,7 @@ package journal
 
 import (
 	"context"
+	"fmt"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -174,5 +175,34 @@ func TestSaveFailureSaidOnceBeforeItsEvents(t *testing.T) {
 	if len(texts) != 5 || texts[0] != "saved" || !strings.HasPrefix(texts[1], "The session is not being saved: ") ||
 		texts[2] != "unsaved a" || texts[4] != "unsaved c" {
 		t.Fatalf("forwarded %q", texts)
+	}
+}
+
+// TestSyncWaitsForEarlierEvents: Sync returns only after everything sent
+// before it was saved and forwarded; on a closed journal it returns at once.
+func TestSyncWaitsForEarlierEvents(t *testing.T) {
+	st := openStore(t)
+	defer st.Close()
+	pub := &recordingPublisher{}
+	j := New(st, "s1", pub, nil)
+	for i := range 500 {
+		j.Broadcast(&protocol.Transcript{Role: protocol.RoleTool, Agent: "w1", Text: fmt.Sprint("l", i), Ts: 1})
+	}
+	j.Sync(context.Background())
+	pub.mu.Lock()
+	n := len(pub.got)
+	pub.mu.Unlock()
+	if n != 500 {
+		t.Fatalf("%d events forwarded when Sync returned, want 500", n)
+	}
+	if c, _ := st.TranscriptCount(context.Background(), "s1"); c != 500 {
+		t.Fatalf("%d saved when Sync returned", c)
+	}
+	j.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	j.Sync(ctx)
+	if ctx.Err() != nil {
+		t.Fatal("Sync on a closed journal waited for its context")
 	}
 }

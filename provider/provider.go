@@ -19,6 +19,13 @@ type Task struct {
 	Env    []string
 }
 
+// SessionEnv is the environment variable that marks a task's processes (and
+// whatever they start, which inherits it) with their session's id. The
+// engine sets it, with AGENTS_FLEET_TASK and AGENTS_FLEET_WORKER; a resumed
+// session uses it to find what a killed fleet process left running
+// (local.KillLeftovers).
+const SessionEnv = "AGENTS_FLEET_SESSION"
+
 // Stream says which output stream a line came from.
 type Stream string
 

@@ -1,0 +1,82 @@
+//go:build linux
+
+package local
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/agents-fleet/fleet/provider"
+)
+
+// startMarked starts sh -c script in a process group of its own, with the
+// session variable set to session, and reaps it in the background.
+func startMarked(t *testing.T, session, script string) *exec.Cmd {
+	t.Helper()
+	cmd := exec.Command("sh", "-c", script)
+	cmd.Env = append(os.Environ(), provider.SessionEnv+"="+session)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL); cmd.Wait() })
+	return cmd
+}
+
+// groupAlive reports whether any process of group pgid is alive (zombies
+// excluded).
+func groupAlive(pgid int) bool {
+	entries, _ := os.ReadDir("/proc")
+	for _, e := range entries {
+		var pid int
+		if _, err := fmt.Sscan(e.Name(), &pid); err != nil {
+			continue
+		}
+		if g, err := syscall.Getpgid(pid); err != nil || g != pgid {
+			continue
+		}
+		stat, err := os.ReadFile("/proc/" + e.Name() + "/stat")
+		if err == nil && !strings.Contains(string(stat), ") Z ") {
+			return true
+		}
+	}
+	return false
+}
+
+// TestKillLeftovers: the processes marked with a session, the shell and
+// its background child alike, are killed by group; a process of another
+// session and this test process are not.
+func TestKillLeftovers(t *testing.T) {
+	session := fmt.Sprintf("test-%d-%d", os.Getpid(), time.Now().UnixNano())
+	left := startMarked(t, session, "sleep 300 & sleep 300; wait")
+	other := startMarked(t, session+"-other", "sleep 300")
+	time.Sleep(100 * time.Millisecond) // let sh start its children
+	pids, err := KillLeftovers(session)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(pids) < 3 { // sh and its two sleeps
+		t.Errorf("found %v, want the shell and both sleeps", pids)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for groupAlive(left.Process.Pid) {
+		if time.Now().After(deadline) {
+			t.Fatal("the marked process group is still alive")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if !groupAlive(other.Process.Pid) {
+		t.Error("the other session's process was killed")
+	}
+	if again, _ := KillLeftovers(session); len(again) != 0 {
+		t.Errorf("second pass found %v", again)
+	}
+	if none, _ := KillLeftovers(""); none != nil {
+		t.Errorf("empty session matched %v", none)
+	}
+}
