@@ -1,6 +1,7 @@
 package store
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"testing"
@@ -16,7 +17,8 @@ func TestCheckpointInBackground(t *testing.T) {
 	// crosses them many times.
 	defer func(d ckLimits) { ckDefaults = d }(ckDefaults)
 	ckDefaults.bytes /= 16
-	ckDefaults.hardFrames /= 16
+	ckDefaults.streamBytes /= 16
+	ckDefaults.hardFrames /= 64
 	ckDefaults.lockFrames /= 16
 	path := filepath.Join(t.TempDir(), "fleet.db")
 	s := openT(t, path)
@@ -105,6 +107,32 @@ func TestCheckpointWaitsForPause(t *testing.T) {
 	waitFor(t, 10*time.Second, func() bool { return s.ck.runs.Load() >= 1 })
 	if d := time.Since(stopped); d < ckDefaults.idle-10*time.Millisecond {
 		t.Errorf("checkpoint %v after the last commit, want at least the idle limit (%v)", d, ckDefaults.idle)
+	}
+}
+
+// TestCheckpointKeepsUpWithAStream: commits of a line or two, back to
+// back, never pause; their WAL is copied in rounds of about streamBytes as
+// it grows, not all at once at the end.
+func TestCheckpointKeepsUpWithAStream(t *testing.T) {
+	defer func(d ckLimits) { ckDefaults = d }(ckDefaults)
+	ckDefaults.streamBytes = 256 << 10
+	s := openT(t, filepath.Join(t.TempDir(), "fleet.db"))
+	createT(t, s, newSession("s1", 1))
+	var maxGap time.Duration
+	prev := time.Now()
+	for i := range 600 { // ~600 × 12 KiB estimated: about 28 rounds' worth
+		appendT(t, s, "s1", line("w", fmt.Sprint("line ", i), int64(i+1)))
+		now := time.Now()
+		maxGap = max(maxGap, now.Sub(prev))
+		prev = now
+	}
+	runs := s.ck.runs.Load()
+	t.Logf("%d checkpoints during the stream (longest gap between commits %v)", runs, maxGap)
+	if maxGap < ckDefaults.idle/2 && runs < 2 {
+		t.Errorf("%d checkpoints during a stream of %d small commits", runs, 600)
+	}
+	if s.ck.locked.Load() != 0 {
+		t.Errorf("%d catch-up passes under the write lock for a small WAL", s.ck.locked.Load())
 	}
 }
 

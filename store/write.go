@@ -309,7 +309,9 @@ func (s *Store) appendLocked(ctx context.Context, sessionID string, recs []Recor
 		if _, err := b.stmt(s, tx, stAgentTouch).Exec(c.aid, seq, c.lines); err != nil {
 			return err
 		}
-		walBytes += int64(len(c.buf)) + 2*walPage
+		// The chunk's leaf (and overflow pages), its index entry's leaf
+		// and the agent's row: three pages for a small chunk.
+		walBytes += int64(len(c.buf)) + 3*walFrame
 	}
 	now := s.now()
 	prev, seen := s.activeAt[sid]
@@ -318,7 +320,7 @@ func (s *Store) appendLocked(ctx context.Context, sessionID string, recs []Recor
 		if _, err := b.stmt(s, tx, stSessionTouch).Exec(now, convN, hubN, sid); err != nil {
 			return err
 		}
-		walBytes += walPage
+		walBytes += walFrame
 	}
 	if err := tx.Commit(); err != nil {
 		return err
