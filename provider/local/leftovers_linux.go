@@ -26,7 +26,9 @@ func KillLeftovers(session string) ([]int, error) {
 	if err != nil {
 		return nil, err
 	}
-	mark := []byte(provider.SessionEnv + "=" + session + "\x00")
+	// NAME=value entries are NUL-terminated: the mark is an entry, with the
+	// NUL that ends the one before it (none for the first entry).
+	mark := []byte("\x00" + provider.SessionEnv + "=" + session + "\x00")
 	self, selfGroup := os.Getpid(), syscall.Getpgrp()
 	uid := os.Getuid()
 	var found []int
@@ -41,7 +43,7 @@ func KillLeftovers(session string) ([]int, error) {
 			continue
 		}
 		env, err := os.ReadFile("/proc/" + e.Name() + "/environ")
-		if err != nil || !(bytes.HasPrefix(env, mark) || bytes.Contains(env, append([]byte{0}, mark...))) {
+		if err != nil || !(bytes.HasPrefix(env, mark[1:]) || bytes.Contains(env, mark)) {
 			continue
 		}
 		pgid, err := syscall.Getpgid(pid)
