@@ -71,15 +71,13 @@ const (
 // checkpointer is the Store's background checkpointing.
 type checkpointer struct {
 	lim     ckLimits
-	db      *sql.DB       // one connection, only for checkpoints
-	wmu     sync.Locker   // the Store's write mutex, for the catch-up pass
-	dirty   chan struct{} // a commit happened (buffer 1)
-	full    chan struct{} // the WAL grew by ckBytes (buffer 1)
+	db      *sql.DB     // one connection, only for checkpoints
+	wmu     sync.Locker // the Store's write mutex, for the catch-up pass
+	pace    pacer
 	stop    chan struct{} // closed by Close
 	done    chan struct{} // closed when the goroutine returned
 	grown   atomic.Int64  // estimated WAL bytes since the last checkpoint
 	commits atomic.Int64  // commits since the last checkpoint
-	last    atomic.Int64  // time of the last commit, UnixNano
 
 	// runs, fails and locked count checkpoints (locked: catch-up passes
 	// under wmu); maxLog is the largest WAL seen, in frames. For tests and
@@ -89,7 +87,7 @@ type checkpointer struct {
 }
 
 func newCheckpointer(db *sql.DB, wmu sync.Locker) *checkpointer {
-	c := &checkpointer{lim: ckDefaults, db: db, wmu: wmu, dirty: make(chan struct{}, 1), full: make(chan struct{}, 1),
+	c := &checkpointer{lim: ckDefaults, db: db, wmu: wmu, pace: newPacer(ckDefaults.idle, ckDefaults.maxAge),
 		stop: make(chan struct{}), done: make(chan struct{})}
 	go c.run()
 	return c
@@ -101,69 +99,21 @@ func (c *checkpointer) committed(n int64) {
 	if c == nil {
 		return
 	}
-	c.last.Store(time.Now().UnixNano())
-	select {
-	case c.dirty <- struct{}{}:
-	default:
-	}
+	c.pace.wrote()
 	k := c.commits.Add(1)
 	g := c.grown.Add(n)
 	if g >= c.lim.bytes || g >= c.lim.streamBytes && g/k < c.lim.streamCommit {
-		select {
-		case c.full <- struct{}{}:
-		default:
-		}
+		c.pace.full()
 	}
 }
 
 func (c *checkpointer) run() {
 	defer close(c.done)
-	idle := time.NewTimer(c.lim.idle)
-	idle.Stop()
-	age := time.NewTimer(c.lim.maxAge)
-	age.Stop()
-	for {
-		select {
-		case <-c.stop:
-			return
-		case <-c.dirty:
-		}
-		idle.Reset(c.lim.idle)
-		age.Reset(c.lim.maxAge)
-	wait:
-		for {
-			select {
-			case <-c.stop:
-				idle.Stop()
-				age.Stop()
-				return
-			case <-idle.C:
-				// Commits since the timer was set push the round back.
-				if d := c.lim.idle - time.Duration(time.Now().UnixNano()-c.last.Load()); d > 0 {
-					idle.Reset(d)
-					continue
-				}
-				break wait
-			case <-age.C:
-				break wait
-			case <-c.full:
-				break wait
-			}
-		}
-		idle.Stop()
-		age.Stop()
-		// This round covers every commit so far; signals raised before
-		// the checkpoint starts are stale.
+	for c.pace.wait(c.stop) {
+		// This round covers every commit so far.
 		c.grown.Store(0)
 		c.commits.Store(0)
-		select {
-		case <-c.dirty:
-		default:
-		}
-		select {
-		case <-c.full:
-		default:
-		}
+		c.pace.started()
 		c.round()
 	}
 }

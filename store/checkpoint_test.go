@@ -21,7 +21,7 @@ func TestCheckpointInBackground(t *testing.T) {
 	ckDefaults.hardFrames /= 64
 	ckDefaults.lockFrames /= 16
 	path := filepath.Join(t.TempDir(), "fleet.db")
-	s := openT(t, path)
+	s := openDirectT(t, path)
 	if n := querySQL(t, s.w, `PRAGMA wal_autocheckpoint`); n != 0 {
 		t.Errorf("write connection: wal_autocheckpoint = %d, want 0", n)
 	}
@@ -74,7 +74,7 @@ func TestCheckpointInBackground(t *testing.T) {
 
 // TestCheckpointIdle: a Store nobody writes to does not checkpoint.
 func TestCheckpointIdle(t *testing.T) {
-	s := openT(t, filepath.Join(t.TempDir(), "fleet.db"))
+	s := openDirectT(t, filepath.Join(t.TempDir(), "fleet.db"))
 	createT(t, s, newSession("s1", 1))
 	loadT(t, s, "s1", Limits{})
 	time.Sleep(ckDefaults.idle + 200*time.Millisecond)
@@ -87,7 +87,7 @@ func TestCheckpointIdle(t *testing.T) {
 // than the idle limit, nothing is checkpointed (a burst is not slowed by copying
 // its pages a second time); once they stop, the checkpoint follows.
 func TestCheckpointWaitsForPause(t *testing.T) {
-	s := openT(t, filepath.Join(t.TempDir(), "fleet.db"))
+	s := openDirectT(t, filepath.Join(t.TempDir(), "fleet.db"))
 	createT(t, s, newSession("s1", 1))
 	var maxGap time.Duration
 	prev := time.Now()
@@ -116,7 +116,7 @@ func TestCheckpointWaitsForPause(t *testing.T) {
 func TestCheckpointKeepsUpWithAStream(t *testing.T) {
 	defer func(d ckLimits) { ckDefaults = d }(ckDefaults)
 	ckDefaults.streamBytes = 256 << 10
-	s := openT(t, filepath.Join(t.TempDir(), "fleet.db"))
+	s := openDirectT(t, filepath.Join(t.TempDir(), "fleet.db"))
 	createT(t, s, newSession("s1", 1))
 	var maxGap time.Duration
 	prev := time.Now()

@@ -27,8 +27,15 @@ func tail(lines []TranscriptLine, n int) []TranscriptLine {
 // decreasing timestamps) in batches of varying sizes, and checks every
 // window size against what was written: windows that end inside a chunk,
 // on a chunk boundary, and span many chunks.
+//
+// Through the transcript log, the twelve batches reach SQLite in one
+// ingest, cut into chunks of about ingestChunkBytes.
 func TestChunkRoundTrip(t *testing.T) {
-	s := openT(t, filepath.Join(t.TempDir(), "fleet.db"))
+	t.Run("direct", func(t *testing.T) { testChunkRoundTrip(t, openDirectT(t, filepath.Join(t.TempDir(), "fleet.db"))) })
+	t.Run("log", func(t *testing.T) { testChunkRoundTrip(t, openT(t, filepath.Join(t.TempDir(), "fleet.db"))) })
+}
+
+func testChunkRoundTrip(t *testing.T, s *Store) {
 	createT(t, s, newSession("s1", 1))
 	texts := append([]string{strings.Repeat("\xff", 70000), "\x00"}, weird...)
 	roles := []string{"tool", "", "assistant", "custom \xfe role", "system", "user"}
@@ -50,8 +57,17 @@ func TestChunkRoundTrip(t *testing.T) {
 		}
 		appendT(t, s, "s1", recs...)
 	}
-	if c := querySQL(t, s.r, `SELECT count(*) FROM transcript_chunks`); c != 12 {
-		t.Errorf("%d chunks, want one per batch (12)", c)
+	if s.noLog {
+		if c := querySQL(t, s.r, `SELECT count(*) FROM transcript_chunks`); c != 12 {
+			t.Errorf("%d chunks, want one per batch (12)", c)
+		}
+	} else {
+		agentLines(t, s, "s1", 1) // moves the log
+		c := querySQL(t, s.r, `SELECT count(*) FROM transcript_chunks`)
+		big := querySQL(t, s.r, `SELECT count(*) FROM transcript_chunks WHERE length(data) > ?`, ingestChunkBytes+len(want[0].Text)+64)
+		if c < 2 || c >= 12 || big != 0 {
+			t.Errorf("%d chunks (%d too large), want a few of at most ~%d bytes", c, big, ingestChunkBytes)
+		}
 	}
 	for w := 1; w <= len(want)+2; w++ {
 		got := agentLines(t, s, "s1", w)["w\xff"]
@@ -92,7 +108,7 @@ func firstDiff(a, b []TranscriptLine) string {
 // chunk per agent, and the agents' activity order is that of their last
 // lines in the batch.
 func TestChunkPerAgentPerBatch(t *testing.T) {
-	s := openT(t, filepath.Join(t.TempDir(), "fleet.db"))
+	s := openDirectT(t, filepath.Join(t.TempDir(), "fleet.db"))
 	createT(t, s, newSession("s1", 1))
 	want := map[string][]TranscriptLine{}
 	var recs []Record
@@ -137,7 +153,7 @@ func sorted(s []string) []string {
 // line (a quiet fleet: one line per transaction), with other agents'
 // chunks in between.
 func TestChunkManySmallChunks(t *testing.T) {
-	s := openT(t, filepath.Join(t.TempDir(), "fleet.db"))
+	s := openDirectT(t, filepath.Join(t.TempDir(), "fleet.db"))
 	createT(t, s, newSession("s1", 1))
 	var want []TranscriptLine
 	for i := range 600 {

@@ -402,7 +402,9 @@ func TestDiskFull(t *testing.T) {
 		}
 		got := u.open(t, path, "s1", fmt.Sprint(fsizeEnv, "=", st.Size()+256<<10))
 		t.Log(got)
-		if !strings.HasPrefix(got, "ERR append: append to session s1: "+path+": I/O error on the database file (is the disk full?)") {
+		// The lines go to the transcript log first, so that write is the
+		// one that fails (the hint the same as SQLite's would be).
+		if !strings.HasPrefix(got, "ERR append: append to session s1: "+path+": the file size limit was reached (or the disk is full): transcript log ") {
 			t.Errorf("Append = %q", got)
 		}
 		s = openT(t, path)

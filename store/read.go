@@ -262,6 +262,9 @@ func taskCountsTx(ctx context.Context, tx *sql.Tx, sid int64) (TaskCounts, error
 // its end.
 func (s *Store) Load(ctx context.Context, sessionID string, lim Limits) (*Loaded, error) {
 	lim = lim.withDefaults()
+	if err := s.settle(ctx, sessionID); err != nil {
+		return nil, fmt.Errorf("load session %s: %w", sessionID, err)
+	}
 	var l *Loaded
 	err := s.readTx(ctx, func(tx *sql.Tx) error {
 		var err error
@@ -489,6 +492,9 @@ func queryEach(ctx context.Context, tx *sql.Tx, f func(rowScanner) error, q stri
 // TranscriptCount returns how many transcript lines session sessionID has.
 func (s *Store) TranscriptCount(ctx context.Context, sessionID string) (int64, error) {
 	var n int64
+	if err := s.settle(ctx, sessionID); err != nil && !errors.Is(err, ErrNotFound) {
+		return 0, fmt.Errorf("count transcript of session %s: %w", sessionID, err)
+	}
 	err := s.readTx(ctx, func(tx *sql.Tx) error {
 		return tx.QueryRowContext(ctx, `SELECT coalesce(sum(a.lines), 0) FROM transcript_agents a
 			JOIN sessions s ON s.sid = a.sid WHERE s.id = ?`, sessionID).Scan(&n)

@@ -91,6 +91,20 @@ type Store struct {
 	// testHookRecord, when set, runs before Append writes record i; an
 	// error fails the batch there (tests of the rollback path).
 	testHookRecord func(i int) error
+
+	// Transcript logs (tlog.go). lmu guards logs, and is taken before a
+	// log's mutexes and before wmu.
+	lmu sync.Mutex
+	// logs holds the sessions' logs this Store writes, by session id; a
+	// nil entry means that Append saves the session's lines straight to
+	// SQLite.
+	logs map[string]*tlog
+	// noLog: never use a transcript log (tests of the direct path).
+	noLog bool
+	// ing moves the logs into SQLite; ingOnce stops it, before ck.
+	ing     *ingester
+	ingOnce sync.Once
+	ingErr  error
 }
 
 // Open opens or creates the database at path and brings its schema up to
@@ -138,6 +152,7 @@ func Open(path string) (*Store, error) {
 		sids:     make(map[string]int64),
 		aids:     make(map[agentKey]int64),
 		activeAt: make(map[int64]int64),
+		logs:     make(map[string]*tlog),
 		now:      func() int64 { return time.Now().UnixMilli() },
 	}
 	ctx := context.Background()
@@ -199,16 +214,19 @@ func Open(path string) (*Store, error) {
 		return nil, openError(abs, err)
 	}
 	s.ck = newCheckpointer(ck, &s.wmu)
+	s.ing = newIngester(s)
 	return s, nil
 }
 
 // Path returns the absolute path of the database file.
 func (s *Store) Path() string { return s.path }
 
-// Close stops the checkpointer and closes the database. The last connection
-// to close checkpoints the WAL into the database file and removes the -wal
-// and -shm files.
+// Close moves the transcript logs into the database and deletes them, stops
+// the checkpointer and closes the database. The last connection to close
+// checkpoints the WAL into the database file and removes the -wal and -shm
+// files.
 func (s *Store) Close() error {
+	s.ingOnce.Do(func() { s.ingErr = s.closeLogs() })
 	s.ckOnce.Do(func() { s.ckErr = s.ck.close() })
 	s.wmu.Lock()
 	defer s.wmu.Unlock()
@@ -217,7 +235,7 @@ func (s *Store) Close() error {
 	}
 	s.closed = true
 	s.rclosed.Store(true)
-	err := s.ckErr
+	err := errors.Join(s.ingErr, s.ckErr)
 	s.stmts.close()
 	if rerr := s.r.Close(); err == nil {
 		err = rerr
@@ -340,6 +358,8 @@ func fileHint(path string, err error) string {
 		return "" // the error says it all
 	case errors.Is(err, errReadOnly), errors.Is(err, fs.ErrPermission):
 		return readOnlyHint(path)
+	case spaceHint(err) != "":
+		return spaceHint(err)
 	case errors.As(err, &se):
 		switch se.Code() & 0xff {
 		case sqlite3.SQLITE_READONLY, sqlite3.SQLITE_CANTOPEN, sqlite3.SQLITE_PERM, sqlite3.SQLITE_AUTH:

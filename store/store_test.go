@@ -36,6 +36,16 @@ func openT(t testing.TB, path string) *Store {
 	return s
 }
 
+// openDirectT is openT for a store whose Append saves transcript lines
+// straight to SQLite, as it does when another Store holds a session's
+// transcript log (tests of the commit path itself).
+func openDirectT(t testing.TB, path string) *Store {
+	t.Helper()
+	s := openT(t, path)
+	s.noLog = true
+	return s
+}
+
 func newSession(id string, startedAt int64) Session {
 	return Session{ID: id, Name: "name-" + id, Cwd: "/repo/" + id, Provider: "local", Model: "m",
 		Mode: ModeLegacy, RepoRoot: "/repo", StartedAt: startedAt}

@@ -24,6 +24,8 @@ const (
 	stAgentAdd
 	stAgentTouch
 	stSessionTouch
+	stMark
+	stBatchMark
 	nStmts
 )
 
@@ -53,6 +55,10 @@ var stmtSQL = [nStmts]string{
 	stAgentAdd:     `INSERT INTO transcript_agents (sid, agent) VALUES (?, ?)`,
 	stAgentTouch:   `UPDATE transcript_agents SET last_seq = ?2, lines = lines + ?3 WHERE aid = ?1`,
 	stSessionTouch: `UPDATE sessions SET last_active = ?, conversation_count = conversation_count + ?, hub_count = hub_count + ? WHERE sid = ?`,
+	stMark: `INSERT INTO transcript_logs (sid, gen, off) VALUES (?1, ?2, ?3)
+		ON CONFLICT (sid) DO UPDATE SET gen = excluded.gen, off = excluded.off`,
+	stBatchMark: `INSERT INTO transcript_logs (sid, batch_gen, batch_off) VALUES (?1, ?2, ?3)
+		ON CONFLICT (sid) DO UPDATE SET batch_gen = excluded.batch_gen, batch_off = excluded.batch_off`,
 }
 
 // stmts are the write statements, prepared once on the write connection and
@@ -182,7 +188,12 @@ func (s *Store) CreateSession(ctx context.Context, sess Session) error {
 // committed and survive a kill -9 of the process; when it returns an error
 // none of them was written. Tasks, workers and counters are upserted; the
 // other kinds are appended in order. The session's LastActive moves to the
-// wall clock (one update per batch). An empty batch writes nothing.
+// wall clock (at most once a second for batches of transcript lines and
+// state). An empty batch writes nothing.
+//
+// Transcript lines go to the session's transcript log (tlog.go) when this
+// Store holds it, and reach transcript_chunks when output pauses; the other
+// records are committed to SQLite before Append returns.
 func (s *Store) Append(ctx context.Context, sessionID string, recs []Record) error {
 	if len(recs) == 0 {
 		return nil
@@ -192,26 +203,99 @@ func (s *Store) Append(ctx context.Context, sessionID string, recs []Record) err
 			return fmt.Errorf("append to session %s: record %d: %w", sessionID, i, err)
 		}
 	}
+	var l *tlog
+	tn, others := transcriptBytes(recs)
+	if tn > 0 && tn <= maxTlogRecord {
+		var err error
+		if l, err = s.logFor(ctx, sessionID); err != nil {
+			return s.appendErr(sessionID, err)
+		}
+	}
+	if l == nil {
+		s.wmu.Lock()
+		defer s.wmu.Unlock()
+		if s.closed {
+			return ErrClosed
+		}
+		return s.appendErr(sessionID, s.appendLocked(ctx, sessionID, recs))
+	}
+
+	if err := ctx.Err(); err != nil {
+		return s.appendErr(sessionID, err)
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	// The session's last_active moves at most once a second (touchEvery):
+	// a batch that is due for it commits to SQLite like one with other
+	// records.
+	now := s.now()
+	others = others || now-l.touchedAt >= touchEvery || now < l.touchedAt
+	at := tlogMark{l.gen, l.size}
+	if err := l.write(recs, others); err != nil {
+		return s.appendErr(sessionID, err)
+	}
+	s.ing.wrote(l.size - at.off)
+	if !others {
+		return nil
+	}
 	s.wmu.Lock()
 	defer s.wmu.Unlock()
-	if s.closed {
-		return ErrClosed
-	}
-	if err := s.appendLocked(ctx, sessionID, recs); err != nil {
-		if hint := fileHint(s.path, err); hint != "" {
-			return fmt.Errorf("append to session %s: %s: %s: %w", sessionID, s.path, hint, err)
+	err := ErrClosed
+	if !s.closed {
+		var sid int64
+		if sid, err = s.sidLocked(ctx, sessionID); err == nil {
+			err = s.writeLocked(ctx, sid, recs, writeOpts{logged: &at})
 		}
-		return fmt.Errorf("append to session %s: %w", sessionID, err)
 	}
+	if err != nil {
+		if uerr := l.unwrite(l.size - at.off); uerr != nil {
+			err = fmt.Errorf("%w (and taking its transcript lines back: %v)", err, uerr)
+		}
+		return s.appendErr(sessionID, err)
+	}
+	l.touchedAt = now
 	return nil
 }
 
-// appendLocked is Append. s.wmu must be held.
-func (s *Store) appendLocked(ctx context.Context, sessionID string, recs []Record) (err error) {
+// appendErr wraps an error of Append, with a hint when it concerns the
+// database file.
+func (s *Store) appendErr(sessionID string, err error) error {
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, ErrClosed):
+		return ErrClosed
+	}
+	if hint := fileHint(s.path, err); hint != "" {
+		return fmt.Errorf("append to session %s: %s: %s: %w", sessionID, s.path, hint, err)
+	}
+	return fmt.Errorf("append to session %s: %w", sessionID, err)
+}
+
+// appendLocked is Append without the transcript log. s.wmu must be held.
+func (s *Store) appendLocked(ctx context.Context, sessionID string, recs []Record) error {
 	sid, err := s.sidLocked(ctx, sessionID)
 	if err != nil {
 		return err
 	}
+	return s.writeLocked(ctx, sid, recs, writeOpts{})
+}
+
+// writeOpts say how writeLocked treats a batch that involves the
+// transcript log.
+type writeOpts struct {
+	// logged: the batch's transcript lines are in the log, in the record
+	// at this position; they are skipped here and the session's batch
+	// mark moves to it.
+	logged *tlogMark
+	// ingested: the batch is lines moved from the log, up to here (the
+	// session's mark moves to it).
+	ingested *tlogMark
+}
+
+// writeLocked writes recs of session sid in one transaction (see
+// writeOpts). s.wmu must be held.
+func (s *Store) writeLocked(ctx context.Context, sid int64, recs []Record, o writeOpts) (err error) {
 	tx, err := s.w.BeginTx(ctx, nil)
 	if err != nil {
 		return err
@@ -244,6 +328,9 @@ func (s *Store) appendLocked(ctx context.Context, sessionID string, recs []Recor
 		r := &recs[i]
 		switch {
 		case r.Transcript != nil:
+			if o.logged != nil {
+				continue
+			}
 			l := r.Transcript
 			if ti < 0 || l.Agent != agent {
 				aid, err := s.aidLocked(tx, sid, l.Agent)
@@ -256,6 +343,15 @@ func (s *Store) appendLocked(ctx context.Context, sessionID string, recs []Recor
 			c.buf = appendChunkLine(c.buf, c.lastTs, l)
 			c.lines++
 			c.last, c.lastTs = i, l.Ts
+			if o.ingested != nil && len(c.buf) >= ingestChunkBytes {
+				// An ingest's many lines are cut into chunks of
+				// about this size, so that Load reads little.
+				n, err := s.insertChunk(tx, c)
+				if err != nil {
+					return err
+				}
+				walBytes += n
+			}
 		case r.Conversation != nil:
 			c := r.Conversation
 			if _, err := b.stmt(s, tx, stConversation).Exec(sid, c.Ts, c.Role, c.Source, c.Text, c.RequestID); err != nil {
@@ -293,29 +389,35 @@ func (s *Store) appendLocked(ctx context.Context, sessionID string, recs []Recor
 			walBytes += walRow
 		}
 	}
-	// One chunk per agent, in the order of the agents' last lines, so that
-	// last_seq orders the agents by their newest line.
+	// One chunk per agent (the rest of it, after a cut), in the order of
+	// the agents' last lines, so that last_seq orders the agents by their
+	// newest line.
 	slices.SortFunc(b.touched, func(x, y agentChunk) int { return cmp.Compare(x.last, y.last) })
 	for i := range b.touched {
-		c := &b.touched[i]
-		res, err := b.stmt(s, tx, stChunk).Exec(c.aid, c.lines, c.lastTs, c.buf)
+		if b.touched[i].lines == 0 {
+			continue
+		}
+		n, err := s.insertChunk(tx, &b.touched[i])
 		if err != nil {
 			return err
 		}
-		seq, err := res.LastInsertId()
-		if err != nil {
+		walBytes += n
+	}
+	if m := o.ingested; m != nil {
+		if _, err := b.stmt(s, tx, stMark).Exec(sid, m.gen, m.off); err != nil {
 			return err
 		}
-		if _, err := b.stmt(s, tx, stAgentTouch).Exec(c.aid, seq, c.lines); err != nil {
+		walBytes += walFrame
+	}
+	if m := o.logged; m != nil {
+		if _, err := b.stmt(s, tx, stBatchMark).Exec(sid, m.gen, m.off); err != nil {
 			return err
 		}
-		// The chunk's leaf (and overflow pages), its index entry's leaf
-		// and the agent's row: three pages for a small chunk.
-		walBytes += int64(len(c.buf)) + 3*walFrame
+		walBytes += walFrame
 	}
 	now := s.now()
 	prev, seen := s.activeAt[sid]
-	touch := !seen || convN > 0 || hubN > 0 || now-prev >= touchEvery || now < prev
+	touch := len(recs) > 0 && (!seen || convN > 0 || hubN > 0 || now-prev >= touchEvery || now < prev)
 	if touch {
 		if _, err := b.stmt(s, tx, stSessionTouch).Exec(now, convN, hubN, sid); err != nil {
 			return err
@@ -330,6 +432,29 @@ func (s *Store) appendLocked(ctx context.Context, sessionID string, recs []Recor
 	}
 	s.ck.committed(walBytes)
 	return nil
+}
+
+// insertChunk inserts the chunk c holds, moves its agent's line count and
+// last_seq, and empties c for the agent's next lines. It returns about what
+// that added to the WAL.
+func (s *Store) insertChunk(tx *sql.Tx, c *agentChunk) (int64, error) {
+	b := &s.scratch
+	res, err := b.stmt(s, tx, stChunk).Exec(c.aid, c.lines, c.lastTs, c.buf)
+	if err != nil {
+		return 0, err
+	}
+	seq, err := res.LastInsertId()
+	if err != nil {
+		return 0, err
+	}
+	if _, err := b.stmt(s, tx, stAgentTouch).Exec(c.aid, seq, c.lines); err != nil {
+		return 0, err
+	}
+	// The chunk's leaf (and overflow pages), its index entry's leaf and
+	// the agent's row: three pages for a small chunk.
+	n := int64(len(c.buf)) + 3*walFrame
+	c.buf, c.lines, c.lastTs = append(c.buf[:0], chunkFormat), 0, 0
+	return n, nil
 }
 
 // touchEvery: a batch of only transcript lines and state moves the

@@ -1,0 +1,502 @@
+package store
+
+import (
+	"bufio"
+	"context"
+	"database/sql"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"hash/crc32"
+	"io"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+)
+
+// Transcript logs (docs/store.md, Transcript logs). Saving a small batch of
+// transcript lines as a SQLite commit rewrites a few 4 KiB pages and takes
+// ~100 µs of system calls, which was a third of a busy fleet's CPU and most
+// of its latency. So Append writes a batch's transcript lines to an
+// append-only file of the session with one write(2), which survives a kill
+// -9 as a commit does, and the Store moves the lines into transcript_chunks
+// later (ingest), many batches per transaction, when output pauses.
+//
+// The files live in <db>-transcripts/: <sid>.<gen>.log are the generations
+// of session sid's log, <sid>.lock is flocked by the one Store that writes
+// the session's log. Append only writes the newest generation; an ingest
+// first starts a new one, then moves the closed ones into SQLite and
+// deletes them. The transcript_logs row of the session (migration 0004)
+// says how far the move got, and is updated in the transaction that inserts
+// the chunks, so a line is moved exactly once even if the process dies half
+// way; a Store that takes over the session later (a resume) moves what is
+// left before it reads or writes.
+//
+// A generation file is tlogMagic followed by records:
+//
+//	record = body length (uint32 LE), CRC-32C of body (uint32 LE), body
+//	body   = flags (1 byte), line count (uvarint), then per line the agent
+//	         (uvarint length and bytes) and the line in chunk encoding with
+//	         an absolute ts (chunk.go: appendChunkLine with prevTs 0)
+//
+// A record that is cut short or fails its checksum (the process died inside
+// the write, or the disk lost it in a power cut) ends the generation: its
+// batch was never acknowledged. Flag tlogBatch marks the record of a batch
+// that also commits rows to SQLite, after the record is written: it counts
+// only if that commit happened (migration 0004, batch_gen and batch_off).
+const tlogMagic = "FLTLOG1\n"
+
+// tlogBatch flags a record whose batch has other records (see above).
+const tlogBatch = 1
+
+const (
+	// maxTlogRecord bounds one record's body. A batch with more transcript
+	// text than this is saved straight to SQLite instead (journal batches
+	// are far smaller).
+	maxTlogRecord = 16 << 20
+	// ingestTxBytes bounds the log bytes moved in one transaction, so that
+	// a long backlog does not hold the write connection for long.
+	ingestTxBytes = 4 << 20
+	// ingestChunkBytes bounds one transcript_chunks row written by an
+	// ingest, so that Load's window read stays small.
+	ingestChunkBytes = 256 << 10
+)
+
+var crc32c = crc32.MakeTable(crc32.Castagnoli)
+
+// tlog is one session's log, owned by this Store (it holds lock).
+type tlog struct {
+	sid  int64
+	dir  string
+	lock *os.File // <sid>.lock, flocked until Close
+
+	// imu serialises ingests of this log (the ingester goroutine, a read
+	// that wants the newest lines, Close).
+	imu sync.Mutex
+
+	// mu guards the fields below and is held for a whole Append of the
+	// session, so that a failed Append can take its record back.
+	mu     sync.Mutex
+	closed bool
+	f      *os.File // generation gen, open for append
+	gen    int64
+	size   int64   // bytes in f
+	buf    []byte  // the record being written, reused
+	closes []int64 // closed generations not yet moved, oldest first
+	// touchedAt is when an Append of this log last committed to SQLite
+	// (and so moved last_active), epoch ms.
+	touchedAt int64
+}
+
+func tlogDir(dbPath string) string { return dbPath + "-transcripts" }
+
+func (l *tlog) path(gen int64) string {
+	return filepath.Join(l.dir, fmt.Sprintf("%d.%d.log", l.sid, gen))
+}
+
+// logFor returns session sessionID's log, taking it over on first use: a
+// nil log (and no error) means that Append saves straight to SQLite for
+// this session (another Store holds its log, or this platform has no
+// flock). The session must exist.
+func (s *Store) logFor(ctx context.Context, sessionID string) (*tlog, error) {
+	s.lmu.Lock()
+	defer s.lmu.Unlock()
+	if l, ok := s.logs[sessionID]; ok {
+		return l, nil
+	}
+	s.wmu.Lock()
+	if s.closed {
+		s.wmu.Unlock()
+		return nil, ErrClosed
+	}
+	sid, err := s.sidLocked(ctx, sessionID)
+	s.wmu.Unlock()
+	if err != nil {
+		return nil, err
+	}
+	l, err := s.adopt(ctx, sid)
+	if err != nil {
+		return nil, err
+	}
+	s.logs[sessionID] = l
+	return l, nil
+}
+
+// adopt takes over session sid's log: it locks it, moves whatever an
+// earlier owner left into SQLite, and starts a new generation. It returns
+// nil, nil when the log is someone else's.
+func (s *Store) adopt(ctx context.Context, sid int64) (*tlog, error) {
+	if s.noLog {
+		return nil, nil
+	}
+	dir := tlogDir(s.path)
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		// A read-only directory, say: SQLite will say what is wrong.
+		return nil, nil
+	}
+	lock, ok, err := lockFile(filepath.Join(dir, strconv.FormatInt(sid, 10)+".lock"))
+	if err != nil || !ok {
+		return nil, nil
+	}
+	l := &tlog{sid: sid, dir: dir, lock: lock}
+	gens, err := l.generations()
+	if err != nil {
+		lock.Close()
+		return nil, err
+	}
+	l.closes = gens
+	mark, err := s.ingestClosed(ctx, l)
+	if err != nil {
+		lock.Close()
+		return nil, err
+	}
+	// The new generation is numbered past every file and every mark, so
+	// that nothing written to it counts as moved already.
+	l.gen = mark.gen + 1
+	if len(gens) > 0 {
+		l.gen = max(l.gen, gens[len(gens)-1]+1)
+	}
+	if err := l.create(); err != nil {
+		lock.Close()
+		return nil, err
+	}
+	return l, nil
+}
+
+// generations lists the log's generation files, oldest first.
+func (l *tlog) generations() ([]int64, error) {
+	ents, err := os.ReadDir(l.dir)
+	if err != nil {
+		return nil, fmt.Errorf("transcript log: %w", err)
+	}
+	prefix := strconv.FormatInt(l.sid, 10) + "."
+	var gens []int64
+	for _, e := range ents {
+		name, ok := strings.CutPrefix(e.Name(), prefix)
+		if !ok {
+			continue
+		}
+		name, ok = strings.CutSuffix(name, ".log")
+		if !ok {
+			continue
+		}
+		if g, err := strconv.ParseInt(name, 10, 64); err == nil && g > 0 {
+			gens = append(gens, g)
+		}
+	}
+	slices.Sort(gens)
+	return gens, nil
+}
+
+// create starts generation l.gen. l.mu must be held (or l not shared yet).
+func (l *tlog) create() error {
+	f, err := os.OpenFile(l.path(l.gen), os.O_WRONLY|os.O_CREATE|os.O_EXCL|os.O_APPEND, 0o600)
+	if err != nil {
+		return fmt.Errorf("transcript log: %w", err)
+	}
+	if _, err := f.Write([]byte(tlogMagic)); err != nil {
+		f.Close()
+		os.Remove(l.path(l.gen))
+		return fmt.Errorf("transcript log %s: %w", l.path(l.gen), err)
+	}
+	l.f, l.size = f, int64(len(tlogMagic))
+	return nil
+}
+
+// rotate closes the current generation for ingesting and starts the next.
+// It does nothing when the current one is empty. l.mu must be held.
+func (l *tlog) rotate() error {
+	if l.f == nil || l.size == int64(len(tlogMagic)) {
+		return nil
+	}
+	old, oldGen := l.f, l.gen
+	l.gen++
+	if err := l.create(); err != nil {
+		l.gen--
+		return err
+	}
+	old.Close()
+	l.closes = append(l.closes, oldGen)
+	return nil
+}
+
+// transcriptBytes is the text the transcript records of recs carry, and
+// whether there are any other records.
+func transcriptBytes(recs []Record) (n int, others bool) {
+	for i := range recs {
+		if t := recs[i].Transcript; t != nil {
+			n += len(t.Agent) + len(t.Role) + len(t.Stream) + len(t.Text) + 16
+		} else {
+			others = true
+		}
+	}
+	return n, others
+}
+
+// write appends one record holding recs' transcript lines, with one write;
+// batch says that the batch commits other records after it (tlogBatch). A
+// write that fails is taken back. l.mu must be held.
+func (l *tlog) write(recs []Record, batch bool) error {
+	if l.closed {
+		return ErrClosed
+	}
+	b := append(l.buf[:0], make([]byte, 8)...)
+	var flags byte
+	if batch {
+		flags |= tlogBatch
+	}
+	b = append(b, flags)
+	var n uint64
+	for i := range recs {
+		if recs[i].Transcript != nil {
+			n++
+		}
+	}
+	b = binary.AppendUvarint(b, n)
+	for i := range recs {
+		t := recs[i].Transcript
+		if t == nil {
+			continue
+		}
+		b = binary.AppendUvarint(b, uint64(len(t.Agent)))
+		b = append(b, t.Agent...)
+		b = appendChunkLine(b, 0, t)
+	}
+	body := b[8:]
+	binary.LittleEndian.PutUint32(b[0:4], uint32(len(body)))
+	binary.LittleEndian.PutUint32(b[4:8], crc32.Checksum(body, crc32c))
+	if cap(b) <= maxKeptChunkBuf {
+		l.buf = b
+	}
+	if _, err := l.f.Write(b); err != nil {
+		// A short write leaves part of the record; cut it off so that the
+		// next record starts where a reader expects one.
+		if terr := l.f.Truncate(l.size); terr != nil {
+			return fmt.Errorf("transcript log %s: %w (and taking the record back: %v)", l.path(l.gen), err, terr)
+		}
+		return fmt.Errorf("transcript log %s: %w", l.path(l.gen), err)
+	}
+	l.size += int64(len(b))
+	return nil
+}
+
+// unwrite takes back the last record, of size n, after the SQLite half of
+// its Append failed. l.mu must have been held since the write.
+func (l *tlog) unwrite(n int64) error {
+	l.size -= n
+	if err := l.f.Truncate(l.size); err != nil {
+		return fmt.Errorf("transcript log %s: %w", l.path(l.gen), err)
+	}
+	return nil
+}
+
+// settle moves the lines of session sessionID's log into SQLite, taking
+// the log over if nobody holds it, so that a read sees every line written.
+func (s *Store) settle(ctx context.Context, sessionID string) error {
+	l, err := s.logFor(ctx, sessionID)
+	if err != nil || l == nil {
+		return err
+	}
+	return s.flush(ctx, l)
+}
+
+// flush moves everything l holds into SQLite: Load and TranscriptCount call
+// it so that they see every line this Store was given.
+func (s *Store) flush(ctx context.Context, l *tlog) error {
+	l.imu.Lock()
+	defer l.imu.Unlock()
+	l.mu.Lock()
+	err := l.rotate()
+	l.mu.Unlock()
+	if err != nil {
+		return err
+	}
+	_, err = s.ingestClosed(ctx, l)
+	return err
+}
+
+// ingestClosed moves the closed generations into SQLite, oldest first, and
+// deletes them. It returns the session's mark as it was before. l.imu must
+// be held (or l not shared yet).
+func (s *Store) ingestClosed(ctx context.Context, l *tlog) (tlogMark, error) {
+	l.mu.Lock()
+	gens := slices.Clone(l.closes)
+	l.mu.Unlock()
+	s.wmu.Lock()
+	var mark, batch tlogMark
+	var err error
+	if s.closed {
+		err = ErrClosed
+	} else {
+		err = s.w.QueryRowContext(ctx, `SELECT gen, off, batch_gen, batch_off FROM transcript_logs WHERE sid = ?`,
+			l.sid).Scan(&mark.gen, &mark.off, &batch.gen, &batch.off)
+		if errors.Is(err, sql.ErrNoRows) {
+			err = nil
+		}
+	}
+	s.wmu.Unlock()
+	if err != nil {
+		return mark, fmt.Errorf("transcript log: %w", err)
+	}
+	for _, g := range gens {
+		if g >= mark.gen {
+			off := int64(len(tlogMagic))
+			if g == mark.gen && mark.off > off {
+				off = mark.off
+			}
+			if err := s.ingestFile(ctx, l, g, off, batch); err != nil {
+				return mark, err
+			}
+		}
+		if err := os.Remove(l.path(g)); err != nil && !errors.Is(err, os.ErrNotExist) {
+			return mark, fmt.Errorf("transcript log: %w", err)
+		}
+		l.mu.Lock()
+		l.closes = slices.DeleteFunc(l.closes, func(x int64) bool { return x == g })
+		l.mu.Unlock()
+	}
+	return mark, nil
+}
+
+// tlogMark is a position in a session's log: generation and byte offset.
+type tlogMark struct{ gen, off int64 }
+
+// after reports whether m is past o.
+func (m tlogMark) after(o tlogMark) bool {
+	return m.gen > o.gen || m.gen == o.gen && m.off > o.off
+}
+
+// ingestFile moves generation gen of l from byte off to its end (or its
+// first bad record) into SQLite, in transactions of about ingestTxBytes,
+// each of which also moves the session's mark. A record flagged tlogBatch
+// past batch belongs to a batch whose SQLite half never committed: it is
+// left out.
+func (s *Store) ingestFile(ctx context.Context, l *tlog, gen, off int64, batch tlogMark) error {
+	f, err := os.Open(l.path(gen))
+	if errors.Is(err, os.ErrNotExist) {
+		return s.ingestTx(ctx, l.sid, nil, tlogMark{gen + 1, 0})
+	}
+	if err != nil {
+		return fmt.Errorf("transcript log: %w", err)
+	}
+	defer f.Close()
+	var magic [len(tlogMagic)]byte
+	if _, err := io.ReadFull(f, magic[:]); err != nil || string(magic[:]) != tlogMagic {
+		// Empty (the process died creating it) or not ours: nothing in it
+		// was acknowledged by this format.
+		return s.ingestTx(ctx, l.sid, nil, tlogMark{gen + 1, 0})
+	}
+	if _, err := f.Seek(off, io.SeekStart); err != nil {
+		return fmt.Errorf("transcript log %s: %w", l.path(gen), err)
+	}
+	r := bufio.NewReaderSize(f, 64<<10)
+	var group []byte // the bodies of this transaction's records
+	var ends []int   // where each body ends in group
+	var hdr [8]byte
+	for {
+		end := false
+		if _, err := io.ReadFull(r, hdr[:]); err != nil {
+			end = true
+		} else {
+			n := binary.LittleEndian.Uint32(hdr[0:4])
+			if n > maxTlogRecord {
+				end = true
+			} else {
+				start := len(group)
+				group = slices.Grow(group, int(n))[:start+int(n)]
+				if _, err := io.ReadFull(r, group[start:]); err != nil || n == 0 ||
+					crc32.Checksum(group[start:], crc32c) != binary.LittleEndian.Uint32(hdr[4:8]) {
+					group = group[:start]
+					end = true
+				} else {
+					if group[start]&tlogBatch != 0 && (tlogMark{gen, off}).after(batch) {
+						group = group[:start] // its batch never committed
+					} else {
+						ends = append(ends, len(group))
+					}
+					off += 8 + int64(n)
+				}
+			}
+		}
+		if !end && len(group) < ingestTxBytes {
+			continue
+		}
+		recs, err := decodeTlogGroup(string(group), ends)
+		if err != nil {
+			return fmt.Errorf("transcript log %s: %w", l.path(gen), err)
+		}
+		mark := tlogMark{gen, off}
+		if end {
+			mark = tlogMark{gen + 1, 0}
+		}
+		if err := s.ingestTx(ctx, l.sid, recs, mark); err != nil {
+			return err
+		}
+		if end {
+			return nil
+		}
+		group, ends = group[:0], ends[:0]
+	}
+}
+
+// decodeTlogGroup decodes the record bodies in group (each ends at the
+// next of ends) into transcript records whose strings point into group.
+func decodeTlogGroup(group string, ends []int) ([]Record, error) {
+	var lines []TranscriptLine
+	p := 0
+	for _, end := range ends {
+		body := group[:end]
+		p++ // flags
+		n, m := uvarintString(body[p:])
+		if m <= 0 || n > uint64(end-p) {
+			return nil, errBadChunk
+		}
+		p += m
+		for range n {
+			var agent, role, stream, text string
+			if agent, p = stringAt(body, p); p < 0 {
+				return nil, errBadChunk
+			}
+			ts, m := varintString(body[p:])
+			if m <= 0 {
+				return nil, errBadChunk
+			}
+			p += m
+			if role, p = stringAt(body, p); p < 0 {
+				return nil, errBadChunk
+			}
+			if stream, p = stringAt(body, p); p < 0 {
+				return nil, errBadChunk
+			}
+			if text, p = stringAt(body, p); p < 0 {
+				return nil, errBadChunk
+			}
+			lines = append(lines, TranscriptLine{Agent: agent, Role: role, Stream: stream, Text: text, Ts: ts})
+		}
+		if p != end {
+			return nil, errBadChunk
+		}
+	}
+	recs := make([]Record, len(lines))
+	for i := range lines {
+		recs[i].Transcript = &lines[i]
+	}
+	return recs, nil
+}
+
+// ingestTx saves recs (transcript lines of session sid) and moves the
+// session's mark, in one transaction.
+func (s *Store) ingestTx(ctx context.Context, sid int64, recs []Record, mark tlogMark) error {
+	s.wmu.Lock()
+	defer s.wmu.Unlock()
+	if s.closed {
+		return ErrClosed
+	}
+	if err := s.writeLocked(ctx, sid, recs, writeOpts{ingested: &mark}); err != nil {
+		return fmt.Errorf("transcript log: save: %w", err)
+	}
+	return nil
+}
