@@ -21,26 +21,71 @@ func transcriptBatch(size int) []Record {
 	return recs
 }
 
+// storeModes are the two ways Append saves transcript lines: to the
+// session's transcript log (the Store that serves a session), or straight
+// to SQLite (another Store holds the log).
+var storeModes = []struct {
+	name string
+	open func(testing.TB, string) *Store
+}{{"log", openT}, {"direct", openDirectT}}
+
 // BenchmarkAppendTranscript measures Append of transcript lines (the hot
-// path: task output) at three batch sizes, one op being one batch.
+// path: task output) at four batch sizes, one op being one batch. With the
+// log the lines are moved into SQLite when the writes pause, outside the
+// timing (BenchmarkIngest measures that).
 func BenchmarkAppendTranscript(b *testing.B) {
-	for _, size := range []int{1, 64, 256, 1024} {
-		b.Run(fmt.Sprint("batch=", size), func(b *testing.B) {
-			s := openT(b, filepath.Join(b.TempDir(), "fleet.db"))
-			createT(b, s, newSession("bench", 1))
-			recs := transcriptBatch(size)
-			ctx := b.Context()
-			b.ResetTimer()
-			for b.Loop() {
-				if err := s.Append(ctx, "bench", recs); err != nil {
-					b.Fatal(err)
+	for _, mode := range storeModes {
+		for _, size := range []int{1, 64, 256, 1024} {
+			b.Run(fmt.Sprint(mode.name, "/batch=", size), func(b *testing.B) {
+				s := mode.open(b, filepath.Join(b.TempDir(), "fleet.db"))
+				createT(b, s, newSession("bench", 1))
+				recs := transcriptBatch(size)
+				ctx := b.Context()
+				b.ResetTimer()
+				for b.Loop() {
+					if err := s.Append(ctx, "bench", recs); err != nil {
+						b.Fatal(err)
+					}
 				}
-			}
-			perRecord := float64(b.Elapsed().Nanoseconds()) / float64(b.N*size)
-			b.ReportMetric(perRecord, "ns/record")
-			b.ReportMetric(1e9/perRecord, "records/s")
-		})
+				perRecord := float64(b.Elapsed().Nanoseconds()) / float64(b.N*size)
+				b.ReportMetric(perRecord, "ns/record")
+				b.ReportMetric(1e9/perRecord, "records/s")
+			})
+		}
 	}
+}
+
+// BenchmarkIngest measures moving a transcript log into SQLite: a burst of
+// 200,000 lines of 200 bytes in batches of 64 (about what the fleet's
+// journal makes of `loadgen emit 200000 200`), then one flush. One op is
+// the flush of the whole burst.
+func BenchmarkIngest(b *testing.B) {
+	s := openT(b, filepath.Join(b.TempDir(), "fleet.db"))
+	createT(b, s, newSession("bench", 1))
+	recs := transcriptBatch(64)
+	pad := strings.Repeat("y", 100)
+	for i := range recs {
+		recs[i].Transcript.Text += pad
+	}
+	ctx := b.Context()
+	l, err := s.logFor(ctx, "bench")
+	if err != nil || l == nil {
+		b.Fatalf("no transcript log: %v", err)
+	}
+	const lines = 200_000
+	for b.Loop() {
+		b.StopTimer()
+		for range lines / len(recs) {
+			if err := s.Append(ctx, "bench", recs); err != nil {
+				b.Fatal(err)
+			}
+		}
+		b.StartTimer()
+		if err := s.flush(ctx, l); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*lines), "ns/line")
 }
 
 // BenchmarkLoad measures Load with default limits on a session holding 1k,
@@ -115,28 +160,32 @@ func buildLoadFixture(b *testing.B, s *Store, n int) {
 }
 
 // BenchmarkAppendLatency measures the latency of single-record Appends (a
-// quiet fleet: one transcript line per transaction) and reports its p50,
-// p99 and max, where a WAL checkpoint paid by a commit would show.
+// quiet fleet: one transcript line per batch) and reports its p50, p99 and
+// max, where a WAL checkpoint or an ingest paid by an Append would show.
 func BenchmarkAppendLatency(b *testing.B) {
-	s := openT(b, filepath.Join(b.TempDir(), "fleet.db"))
-	createT(b, s, newSession("bench", 1))
-	recs := transcriptBatch(1)
-	ctx := b.Context()
-	lat := make([]time.Duration, 0, 1<<16)
-	b.ResetTimer()
-	for b.Loop() {
-		t0 := time.Now()
-		if err := s.Append(ctx, "bench", recs); err != nil {
-			b.Fatal(err)
-		}
-		lat = append(lat, time.Since(t0))
+	for _, mode := range storeModes {
+		b.Run(mode.name, func(b *testing.B) {
+			s := mode.open(b, filepath.Join(b.TempDir(), "fleet.db"))
+			createT(b, s, newSession("bench", 1))
+			recs := transcriptBatch(1)
+			ctx := b.Context()
+			lat := make([]time.Duration, 0, 1<<16)
+			b.ResetTimer()
+			for b.Loop() {
+				t0 := time.Now()
+				if err := s.Append(ctx, "bench", recs); err != nil {
+					b.Fatal(err)
+				}
+				lat = append(lat, time.Since(t0))
+			}
+			slices.Sort(lat)
+			q := func(p float64) float64 { return float64(lat[min(len(lat)-1, int(p*float64(len(lat))))].Microseconds()) }
+			b.ReportMetric(q(0.50), "p50-µs")
+			b.ReportMetric(q(0.99), "p99-µs")
+			b.ReportMetric(q(0.999), "p99.9-µs")
+			b.ReportMetric(float64(lat[len(lat)-1].Microseconds()), "max-µs")
+			b.Logf("n=%d: %d checkpoints, %d catch-up passes under the write lock (longest %v), WAL up to %d frames; %d ingests",
+				len(lat), s.ck.runs.Load(), s.ck.locked.Load(), time.Duration(s.ck.lockedMax.Load()), s.ck.maxLog.Load(), s.ing.runs.Load())
+		})
 	}
-	slices.Sort(lat)
-	q := func(p float64) float64 { return float64(lat[min(len(lat)-1, int(p*float64(len(lat))))].Microseconds()) }
-	b.ReportMetric(q(0.50), "p50-µs")
-	b.ReportMetric(q(0.99), "p99-µs")
-	b.ReportMetric(q(0.999), "p99.9-µs")
-	b.ReportMetric(float64(lat[len(lat)-1].Microseconds()), "max-µs")
-	b.Logf("n=%d: %d checkpoints, %d catch-up passes under the write lock (longest %v), WAL up to %d frames",
-		len(lat), s.ck.runs.Load(), s.ck.locked.Load(), time.Duration(s.ck.lockedMax.Load()), s.ck.maxLog.Load())
 }

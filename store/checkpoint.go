@@ -15,8 +15,8 @@ import (
 // wal_checkpoint(PASSIVE) on a connection of its own.
 //
 // Output comes in bursts, and a checkpoint copies every page a second time,
-// so during a burst it waits for a pause: it runs once no commit has
-// happened for idle, or maxAge after the first commit since the last
+// so during a burst it waits for a pause (pacer): it runs once no commit
+// has happened for idle, or maxAge after the first commit since the last
 // checkpoint (which bounds what a power loss can take, since the WAL is
 // fsynced at checkpoints), or as soon as the WAL has grown by about bytes,
 // whichever comes first (ckDefaults). A steady stream of small commits (a
@@ -24,8 +24,7 @@ import (
 // rewrites a few pages per line, so its WAL grows fast; for it the round
 // starts every streamBytes instead, so that each copy is short and none
 // holds the CPU long. A commit only stores a timestamp and adds to the
-// counters; it signals a channel at most once a round, so the goroutine
-// does not wake for every commit.
+// counters.
 //
 // The WAL restarts from its beginning only at a write transaction that
 // begins when a checkpoint has copied all of it. A writer that is in a

@@ -95,6 +95,7 @@ func (s *Store) closeLogs() error {
 	<-s.ing.done
 	s.lmu.Lock()
 	defer s.lmu.Unlock()
+	s.logsClosed = true
 	var errs []error
 	for id, l := range s.logs {
 		if l == nil {

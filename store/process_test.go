@@ -45,6 +45,18 @@ func crashBatch(n int64) []Record {
 		Record{Counter: &Counter{Name: "batch", Value: n}})
 }
 
+// crashLinesOnly is the batch of transcript lines only that the writer
+// appends after batch n: crashOnly lines "t<n>/<i>".
+const crashOnly = 10
+
+func crashLinesOnly(n int64) []Record {
+	recs := make([]Record, 0, crashOnly)
+	for i := range crashOnly {
+		recs = append(recs, line(fmt.Sprint("w", (n+int64(i))%5), fmt.Sprintf("t%d/%d", n, i), n))
+	}
+	return recs
+}
+
 // TestHelperWriter is the child of TestCrashSafety: it appends batches
 // forever, printing each batch number on stdout after Append returned (the
 // journal's "broadcast after commit"), until it is killed.
@@ -53,6 +65,9 @@ func TestHelperWriter(t *testing.T) {
 		t.Skip("helper process for TestCrashSafety")
 	}
 	ctx := context.Background()
+	// Ingest all the time, so that the kill also lands inside moves of
+	// the transcript log into SQLite.
+	ingestDefaults = ingestLimits{idle: time.Millisecond, maxAge: 10 * time.Millisecond, bytes: 32 << 10}
 	s, err := Open(os.Getenv(dbEnv))
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
@@ -74,6 +89,15 @@ func TestHelperWriter(t *testing.T) {
 		if _, err := fmt.Fprintln(os.Stdout, n); err != nil {
 			os.Exit(4)
 		}
+		// A batch of transcript lines only (task output): it goes to the
+		// log alone.
+		if err := s.Append(ctx, id, crashLinesOnly(n)); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(3)
+		}
+		if _, err := fmt.Fprintln(os.Stdout, "t", n); err != nil {
+			os.Exit(4)
+		}
 	}
 	os.Exit(5) // never killed: the parent has gone
 }
@@ -90,6 +114,7 @@ func TestCrashSafety(t *testing.T) {
 	createT(t, s, newSession("crash", 1))
 	s.Close()
 
+	toldOnly := make(map[int64]bool) // lines-only batches reported, every round
 	for round, reads := range []int{150, 220, 300, 380, 460} {
 		if raceEnabled {
 			reads /= 5
@@ -108,7 +133,11 @@ func TestCrashSafety(t *testing.T) {
 		sc := bufio.NewScanner(stdout)
 		var told int64
 		parse := func() {
-			if n, err := strconv.ParseInt(sc.Text(), 10, 64); err == nil && n > told {
+			if v, ok := strings.CutPrefix(sc.Text(), "t "); ok {
+				if n, err := strconv.ParseInt(v, 10, 64); err == nil {
+					toldOnly[n] = true
+				}
+			} else if n, err := strconv.ParseInt(sc.Text(), 10, 64); err == nil && n > told {
 				told = n
 			}
 		}
@@ -153,16 +182,39 @@ func TestCrashSafety(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		var lastToldLines int
+		var lastToldLines, bLines int64
+		onlyLines := make(map[int64]int) // lines-only batch → its lines
 		for _, lines := range all.Transcripts {
 			for _, ln := range lines {
 				if strings.HasPrefix(ln.Text, fmt.Sprintf("b%d/", told)) {
 					lastToldLines++
 				}
+				if strings.HasPrefix(ln.Text, "b") {
+					bLines++
+				}
+				if v, ok := strings.CutPrefix(ln.Text, "t"); ok {
+					n, _ := strconv.ParseInt(v[:strings.IndexByte(v, '/')], 10, 64)
+					onlyLines[n]++
+				}
 			}
 		}
+		// Lines-only batches: every one told is there, each one whole.
+		for n := range toldOnly {
+			if onlyLines[n] != crashOnly {
+				t.Errorf("round %d: lines-only batch %d was told but has %d lines, want %d", round, n, onlyLines[n], crashOnly)
+			}
+		}
+		for n, c := range onlyLines {
+			if c != crashOnly {
+				t.Errorf("round %d: lines-only batch %d is partial: %d lines", round, n, c)
+			}
+		}
+		if lines != bLines+int64(len(onlyLines))*crashOnly {
+			t.Errorf("round %d: TranscriptCount %d, but %d lines read", round, lines, bLines+int64(len(onlyLines))*crashOnly)
+		}
+		lines = bLines
 		distinct := querySQL(t, s.r, `SELECT count(DISTINCT text) FROM conversation`)
-		t.Logf("round %d: told %d, stored %d batches (%d transcript lines)", round, told, stored, lines)
+		t.Logf("round %d: told %d, stored %d batches (%d transcript lines), %d lines-only batches", round, told, stored, lines, len(onlyLines))
 		switch {
 		case stored < told:
 			t.Errorf("round %d: told ⇒ stored violated: the child reported batch %d, the database has %d", round, told, stored)

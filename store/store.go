@@ -4,7 +4,9 @@
 // Durability: the database runs in WAL mode with synchronous=NORMAL, so a
 // transaction that Append (or CreateSession) committed survives a crash or a
 // kill -9 of the process; only a power loss or an OS crash can drop the last
-// transactions before a checkpoint. See docs/store.md.
+// transactions before a checkpoint. Transcript lines are written to a
+// per-session append-only log first, which survives the same faults, and
+// moved into the database when output pauses (tlog.go). See docs/store.md.
 //
 // A Store is safe for concurrent use. Writes go through one connection, in
 // one transaction per call; reads use a small pool of their own, so a Load or
@@ -98,7 +100,8 @@ type Store struct {
 	// logs holds the sessions' logs this Store writes, by session id; a
 	// nil entry means that Append saves the session's lines straight to
 	// SQLite.
-	logs map[string]*tlog
+	logs       map[string]*tlog
+	logsClosed bool // Close has moved the logs: no more are taken
 	// noLog: never use a transcript log (tests of the direct path).
 	noLog bool
 	// ing moves the logs into SQLite; ingOnce stops it, before ck.

@@ -104,6 +104,9 @@ func (l *tlog) path(gen int64) string {
 func (s *Store) logFor(ctx context.Context, sessionID string) (*tlog, error) {
 	s.lmu.Lock()
 	defer s.lmu.Unlock()
+	if s.logsClosed {
+		return nil, ErrClosed
+	}
 	if l, ok := s.logs[sessionID]; ok {
 		return l, nil
 	}
@@ -147,7 +150,7 @@ func (s *Store) adopt(ctx context.Context, sid int64) (*tlog, error) {
 		lock.Close()
 		return nil, err
 	}
-	l.closes = gens
+	l.closes = slices.Clone(gens) // ingestClosed edits l.closes
 	mark, err := s.ingestClosed(ctx, l)
 	if err != nil {
 		lock.Close()

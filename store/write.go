@@ -205,10 +205,18 @@ func (s *Store) Append(ctx context.Context, sessionID string, recs []Record) err
 	}
 	var l *tlog
 	tn, others := transcriptBytes(recs)
-	if tn > 0 && tn <= maxTlogRecord {
+	if tn > 0 {
 		var err error
 		if l, err = s.logFor(ctx, sessionID); err != nil {
 			return s.appendErr(sessionID, err)
+		}
+		if l != nil && tn > maxTlogRecord {
+			// Too large for one record: committed straight to SQLite,
+			// after what the log holds.
+			if err := s.flush(ctx, l); err != nil {
+				return s.appendErr(sessionID, err)
+			}
+			l = nil
 		}
 	}
 	if l == nil {
