@@ -23,13 +23,19 @@ var errBadChunk = errors.New("corrupt transcript chunk")
 // appendChunkLine appends l to the chunk being built in buf; prevTs is the
 // ts of the chunk's previous line (0 for the first).
 func appendChunkLine(buf []byte, prevTs int64, l *TranscriptLine) []byte {
-	buf = binary.AppendVarint(buf, l.Ts-prevTs)
-	buf = binary.AppendUvarint(buf, uint64(len(l.Role)))
-	buf = append(buf, l.Role...)
-	buf = binary.AppendUvarint(buf, uint64(len(l.Stream)))
-	buf = append(buf, l.Stream...)
-	buf = binary.AppendUvarint(buf, uint64(len(l.Text)))
-	return append(buf, l.Text...)
+	return appendChunkFields(buf, l.Ts-prevTs, l.Role, l.Stream, l.Text)
+}
+
+// appendChunkFields appends a line given by its fields (dts: its ts minus
+// the previous line's), from strings or straight from a log record's bytes.
+func appendChunkFields[S ~string | ~[]byte](buf []byte, dts int64, role, stream, text S) []byte {
+	buf = binary.AppendVarint(buf, dts)
+	buf = binary.AppendUvarint(buf, uint64(len(role)))
+	buf = append(buf, role...)
+	buf = binary.AppendUvarint(buf, uint64(len(stream)))
+	buf = append(buf, stream...)
+	buf = binary.AppendUvarint(buf, uint64(len(text)))
+	return append(buf, text...)
 }
 
 // decodeChunkTail decodes the last len(dst) of the n lines of chunk data

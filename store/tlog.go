@@ -376,11 +376,11 @@ func (m tlogMark) after(o tlogMark) bool {
 // first bad record) into SQLite, in transactions of about ingestTxBytes,
 // each of which also moves the session's mark. A record flagged tlogBatch
 // past batch belongs to a batch whose SQLite half never committed: it is
-// left out.
+// left out. The lines' bytes go from the record straight into the chunks.
 func (s *Store) ingestFile(ctx context.Context, l *tlog, gen, off int64, batch tlogMark) error {
 	f, err := os.Open(l.path(gen))
 	if errors.Is(err, os.ErrNotExist) {
-		return s.ingestTx(ctx, l.sid, nil, tlogMark{gen + 1, 0})
+		return s.ingestLinesTx(ctx, l.sid, nil, &tlogMark{gen + 1, 0})
 	}
 	if err != nil {
 		return fmt.Errorf("transcript log: %w", err)
@@ -389,116 +389,139 @@ func (s *Store) ingestFile(ctx context.Context, l *tlog, gen, off int64, batch t
 	var magic [len(tlogMagic)]byte
 	if _, err := io.ReadFull(f, magic[:]); err != nil || string(magic[:]) != tlogMagic {
 		// Empty (the process died creating it) or not ours: nothing in it
-		// was acknowledged by this format.
-		return s.ingestTx(ctx, l.sid, nil, tlogMark{gen + 1, 0})
+		// was acknowledged in this format.
+		return s.ingestLinesTx(ctx, l.sid, nil, &tlogMark{gen + 1, 0})
 	}
 	if _, err := f.Seek(off, io.SeekStart); err != nil {
 		return fmt.Errorf("transcript log %s: %w", l.path(gen), err)
 	}
 	r := bufio.NewReaderSize(f, 64<<10)
-	var group []byte // the bodies of this transaction's records
-	var ends []int   // where each body ends in group
-	var hdr [8]byte
-	for {
-		end := false
-		if _, err := io.ReadFull(r, hdr[:]); err != nil {
-			end = true
-		} else {
-			n := binary.LittleEndian.Uint32(hdr[0:4])
-			if n > maxTlogRecord {
-				end = true
-			} else {
-				start := len(group)
-				group = slices.Grow(group, int(n))[:start+int(n)]
-				if _, err := io.ReadFull(r, group[start:]); err != nil || n == 0 ||
-					crc32.Checksum(group[start:], crc32c) != binary.LittleEndian.Uint32(hdr[4:8]) {
-					group = group[:start]
+	var body []byte
+	var lines []rawLine
+	end := false
+	for !end {
+		var mark tlogMark
+		// lines passes the next ~ingestTxBytes of records to add, and
+		// sets mark to where they end.
+		src := func(add func(*rawLine) error) error {
+			for read := 0; read < ingestTxBytes; {
+				at := off
+				n, ok := readTlogRecord(r, &body)
+				if ok {
+					lines, ok = parseTlogRecord(body, lines[:0])
+				}
+				if !ok {
 					end = true
-				} else {
-					if group[start]&tlogBatch != 0 && (tlogMark{gen, off}).after(batch) {
-						group = group[:start] // its batch never committed
-					} else {
-						ends = append(ends, len(group))
+					break
+				}
+				off += 8 + int64(n)
+				read += 8 + n
+				if body[0]&tlogBatch != 0 && (tlogMark{gen, at}).after(batch) {
+					continue // its batch never committed
+				}
+				for i := range lines {
+					if err := add(&lines[i]); err != nil {
+						return err
 					}
-					off += 8 + int64(n)
 				}
 			}
-		}
-		if !end && len(group) < ingestTxBytes {
-			continue
-		}
-		recs, err := decodeTlogGroup(string(group), ends)
-		if err != nil {
-			return fmt.Errorf("transcript log %s: %w", l.path(gen), err)
-		}
-		mark := tlogMark{gen, off}
-		if end {
-			mark = tlogMark{gen + 1, 0}
-		}
-		if err := s.ingestTx(ctx, l.sid, recs, mark); err != nil {
-			return err
-		}
-		if end {
+			mark = tlogMark{gen, off}
+			if end {
+				mark = tlogMark{gen + 1, 0}
+			}
 			return nil
 		}
-		group, ends = group[:0], ends[:0]
+		if err := s.ingestLinesTx(ctx, l.sid, src, &mark); err != nil {
+			return err
+		}
 	}
+	return nil
 }
 
-// decodeTlogGroup decodes the record bodies in group (each ends at the
-// next of ends) into transcript records whose strings point into group.
-func decodeTlogGroup(group string, ends []int) ([]Record, error) {
-	var lines []TranscriptLine
-	p := 0
-	for _, end := range ends {
-		body := group[:end]
-		p++ // flags
-		n, m := uvarintString(body[p:])
-		if m <= 0 || n > uint64(end-p) {
-			return nil, errBadChunk
-		}
-		p += m
-		for range n {
-			var agent, role, stream, text string
-			if agent, p = stringAt(body, p); p < 0 {
-				return nil, errBadChunk
-			}
-			ts, m := varintString(body[p:])
-			if m <= 0 {
-				return nil, errBadChunk
-			}
-			p += m
-			if role, p = stringAt(body, p); p < 0 {
-				return nil, errBadChunk
-			}
-			if stream, p = stringAt(body, p); p < 0 {
-				return nil, errBadChunk
-			}
-			if text, p = stringAt(body, p); p < 0 {
-				return nil, errBadChunk
-			}
-			lines = append(lines, TranscriptLine{Agent: agent, Role: role, Stream: stream, Text: text, Ts: ts})
-		}
-		if p != end {
-			return nil, errBadChunk
-		}
+// readTlogRecord reads the next record's body into *body and returns its
+// length; ok is false at the end of the file or at a record that is cut
+// short, too large or fails its checksum.
+func readTlogRecord(r *bufio.Reader, body *[]byte) (n int, ok bool) {
+	var hdr [8]byte
+	if _, err := io.ReadFull(r, hdr[:]); err != nil {
+		return 0, false
 	}
-	recs := make([]Record, len(lines))
-	for i := range lines {
-		recs[i].Transcript = &lines[i]
+	size := binary.LittleEndian.Uint32(hdr[0:4])
+	if size == 0 || size > maxTlogRecord {
+		return 0, false
 	}
-	return recs, nil
+	n = int(size)
+	*body = slices.Grow((*body)[:0], n)[:n]
+	if _, err := io.ReadFull(r, *body); err != nil {
+		return 0, false
+	}
+	if crc32.Checksum(*body, crc32c) != binary.LittleEndian.Uint32(hdr[4:8]) {
+		return 0, false
+	}
+	return n, true
 }
 
-// ingestTx saves recs (transcript lines of session sid) and moves the
-// session's mark, in one transaction.
-func (s *Store) ingestTx(ctx context.Context, sid int64, recs []Record, mark tlogMark) error {
+// rawLine is a transcript line of a log record; its slices point into the
+// record.
+type rawLine struct {
+	agent, role, stream, text []byte
+	ts                        int64
+}
+
+// parseTlogRecord appends the lines of record body to lines; ok is false if
+// the body does not parse (then it is treated as damage).
+func parseTlogRecord(body []byte, lines []rawLine) ([]rawLine, bool) {
+	p := 1 // flags
+	n, m := binary.Uvarint(body[p:])
+	if m <= 0 || n > uint64(len(body)) {
+		return lines, false
+	}
+	p += m
+	for range n {
+		var l rawLine
+		if l.agent, p = bytesAt(body, p); p < 0 {
+			return lines, false
+		}
+		ts, m := binary.Varint(body[p:])
+		if m <= 0 {
+			return lines, false
+		}
+		l.ts, p = ts, p+m
+		if l.role, p = bytesAt(body, p); p < 0 {
+			return lines, false
+		}
+		if l.stream, p = bytesAt(body, p); p < 0 {
+			return lines, false
+		}
+		if l.text, p = bytesAt(body, p); p < 0 {
+			return lines, false
+		}
+		lines = append(lines, l)
+	}
+	return lines, p == len(body)
+}
+
+// bytesAt returns the length-prefixed bytes at p of b and the offset after
+// them, or -1.
+func bytesAt(b []byte, p int) ([]byte, int) {
+	l, m := binary.Uvarint(b[p:])
+	if m <= 0 || l > uint64(len(b)-p-m) {
+		return nil, -1
+	}
+	p += m
+	return b[p : p+int(l)], p + int(l)
+}
+
+// ingestLinesTx saves the lines src passes (transcript lines of session
+// sid) and moves the session's mark to *mark, which src sets, in one
+// transaction.
+func (s *Store) ingestLinesTx(ctx context.Context, sid int64, src func(add func(*rawLine) error) error, mark *tlogMark) error {
 	s.wmu.Lock()
 	defer s.wmu.Unlock()
 	if s.closed {
 		return ErrClosed
 	}
-	if err := s.writeLocked(ctx, sid, recs, writeOpts{ingested: &mark}); err != nil {
+	if err := s.writeLocked(ctx, sid, nil, writeOpts{ingested: mark, lines: src}); err != nil {
 		return fmt.Errorf("transcript log: save: %w", err)
 	}
 	return nil

@@ -299,6 +299,9 @@ type writeOpts struct {
 	// ingested: the batch is lines moved from the log, up to here (the
 	// session's mark moves to it).
 	ingested *tlogMark
+	// lines, when set, passes the lines of an ingest to add, in order,
+	// after recs.
+	lines func(add func(*rawLine) error) error
 }
 
 // writeLocked writes recs of session sid in one transaction (see
@@ -348,18 +351,9 @@ func (s *Store) writeLocked(ctx context.Context, sid int64, recs []Record, o wri
 				agent, ti = l.Agent, b.touch(aid)
 			}
 			c := &b.touched[ti]
-			c.buf = appendChunkLine(c.buf, c.lastTs, l)
+			c.buf = appendChunkFields(c.buf, l.Ts-c.lastTs, l.Role, l.Stream, l.Text)
 			c.lines++
 			c.last, c.lastTs = i, l.Ts
-			if o.ingested != nil && len(c.buf) >= ingestChunkBytes {
-				// An ingest's many lines are cut into chunks of
-				// about this size, so that Load reads little.
-				n, err := s.insertChunk(tx, c)
-				if err != nil {
-					return err
-				}
-				walBytes += n
-			}
 		case r.Conversation != nil:
 			c := r.Conversation
 			if _, err := b.stmt(s, tx, stConversation).Exec(sid, c.Ts, c.Role, c.Source, c.Text, c.RequestID); err != nil {
@@ -395,6 +389,36 @@ func (s *Store) writeLocked(ctx context.Context, sid int64, recs []Record, o wri
 				return err
 			}
 			walBytes += walRow
+		}
+	}
+	if o.lines != nil {
+		// An ingest: lines straight from the log's records, copied into
+		// the chunks. Its many lines are cut into chunks of about
+		// ingestChunkBytes, so that Load reads little.
+		i := len(recs)
+		err := o.lines(func(l *rawLine) error {
+			if ti < 0 || string(l.agent) != agent {
+				agent = string(l.agent)
+				aid, err := s.aidLocked(tx, sid, agent)
+				if err != nil {
+					return err
+				}
+				ti = b.touch(aid)
+			}
+			c := &b.touched[ti]
+			c.buf = appendChunkFields(c.buf, l.ts-c.lastTs, l.role, l.stream, l.text)
+			c.lines++
+			c.last, c.lastTs = i, l.ts
+			i++
+			if len(c.buf) >= ingestChunkBytes {
+				n, err := s.insertChunk(tx, c)
+				walBytes += n
+				return err
+			}
+			return nil
+		})
+		if err != nil {
+			return err
 		}
 	}
 	// One chunk per agent (the rest of it, after a cut), in the order of
