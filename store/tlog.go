@@ -226,15 +226,19 @@ func (l *tlog) rotate() error {
 	return nil
 }
 
-// transcriptBytes is the text the transcript records of recs carry, and
-// whether there are any other records.
+// transcriptBytes bounds the size of the log record that recs' transcript
+// lines make (0: there are none), and says whether there are other records.
 func transcriptBytes(recs []Record) (n int, others bool) {
 	for i := range recs {
 		if t := recs[i].Transcript; t != nil {
-			n += len(t.Agent) + len(t.Role) + len(t.Stream) + len(t.Text) + 16
+			// The strings and, at most, their four lengths and the ts.
+			n += len(t.Agent) + len(t.Role) + len(t.Stream) + len(t.Text) + 5*binary.MaxVarintLen64
 		} else {
 			others = true
 		}
+	}
+	if n > 0 {
+		n += 1 + binary.MaxVarintLen64 // flags, line count
 	}
 	return n, others
 }
@@ -269,6 +273,10 @@ func (l *tlog) write(recs []Record, batch bool) error {
 		b = appendChunkLine(b, 0, t)
 	}
 	body := b[8:]
+	if len(body) > maxTlogRecord {
+		// Append checked transcriptBytes, which bounds this.
+		return fmt.Errorf("transcript log: a record of %d bytes is over the %d limit", len(body), maxTlogRecord)
+	}
 	binary.LittleEndian.PutUint32(b[0:4], uint32(len(body)))
 	binary.LittleEndian.PutUint32(b[4:8], crc32.Checksum(body, crc32c))
 	if cap(b) <= maxKeptChunkBuf {
