@@ -6,10 +6,10 @@
 // told is in the database, even if the process is killed right after.
 //
 // One goroutine drains a bounded queue in order; a burst of events becomes
-// one transaction of up to MaxBatch records (group commit). A second one
-// forwards each batch once it is saved, so the next batch is being saved
-// while the last one is encoded and fanned out (the two take about the same
-// time, so a busy fleet keeps both cores working).
+// one Append of up to MaxBatch records (group commit; transcript lines go
+// to the store's transcript log with one write). A second one forwards
+// each batch once it is saved, so the next batch is being saved while the
+// last one is encoded and fanned out.
 package journal
 
 import (
