@@ -58,8 +58,9 @@ const (
 	// are far smaller).
 	maxTlogRecord = 16 << 20
 	// ingestTxBytes bounds the log bytes moved in one transaction, so that
-	// a long backlog does not hold the write connection for long.
-	ingestTxBytes = 4 << 20
+	// a backlog does not hold the write connection for long (a few ms):
+	// a batch with other records than lines waits for it.
+	ingestTxBytes = 1 << 20
 	// ingestChunkBytes bounds one transcript_chunks row written by an
 	// ingest, so that Load's window read stays small.
 	ingestChunkBytes = 256 << 10

@@ -198,3 +198,38 @@ func TestLogBigBatchGoesDirect(t *testing.T) {
 		t.Errorf("%d lines", len(got))
 	}
 }
+
+// TestLinesDoNotWaitForTheWriter: a batch of transcript lines only is saved
+// while the SQLite writer is busy (an ingest, another batch), even when the
+// session's last_active is due to move; a later batch moves it.
+func TestLinesDoNotWaitForTheWriter(t *testing.T) {
+	s := openT(t, filepath.Join(t.TempDir(), "fleet.db"))
+	createT(t, s, newSession("s1", 1))
+	appendT(t, s, "s1", line("w", "one", 1))
+	s.now = func() int64 { return 50_000 } // last_active is due
+	s.wmu.Lock()
+	done := make(chan error, 1)
+	go func() { done <- s.Append(t.Context(), "s1", []Record{line("w", "two", 2)}) }()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Errorf("Append: %v", err)
+		}
+	case <-time.After(5 * time.Second):
+		s.wmu.Unlock()
+		<-done
+		t.Fatal("a batch of lines waited for the busy writer")
+	}
+	s.wmu.Unlock()
+	if got, _ := s.GetSession(t.Context(), "s1"); got.LastActive == 50_000 {
+		t.Errorf("last_active moved while the writer was busy")
+	}
+	appendT(t, s, "s1", line("w", "three", 3))
+	got := agentLines(t, s, "s1", 10)["w"]
+	if len(got) != 3 || got[1].Text != "two" {
+		t.Errorf("lines %v", got)
+	}
+	if got, _ := s.GetSession(t.Context(), "s1"); got.LastActive != 50_000 {
+		t.Errorf("last_active %d after the writer was free again, want 50000", got.LastActive)
+	}
+}

@@ -233,21 +233,28 @@ func (s *Store) Append(ctx context.Context, sessionID string, recs []Record) err
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	// The session's last_active moves at most once a second (touchEvery):
-	// a batch that is due for it commits to SQLite like one with other
-	// records.
+	// The other records commit to SQLite, after the lines' record. So
+	// does the session's last_active, at most once a second (touchEvery),
+	// but only when the writer is free: a batch of lines never waits
+	// behind an ingest for it, a later one moves it instead.
 	now := s.now()
-	others = others || now-l.touchedAt >= touchEvery || now < l.touchedAt
+	sqlHalf := others
+	if others {
+		s.wmu.Lock()
+	} else if now-l.touchedAt >= touchEvery || now < l.touchedAt {
+		sqlHalf = s.wmu.TryLock()
+	}
+	if sqlHalf {
+		defer s.wmu.Unlock()
+	}
 	at := tlogMark{l.gen, l.size}
-	if err := l.write(recs, others); err != nil {
+	if err := l.write(recs, sqlHalf); err != nil {
 		return s.appendErr(sessionID, err)
 	}
 	s.ing.wrote(l.size - at.off)
-	if !others {
+	if !sqlHalf {
 		return nil
 	}
-	s.wmu.Lock()
-	defer s.wmu.Unlock()
 	err := ErrClosed
 	if !s.closed {
 		var sid int64
