@@ -169,6 +169,10 @@ func TestCleanShutdownUnderLoad(t *testing.T) {
 			t.Errorf("%s left behind", p)
 		}
 	}
+	// The transcript log was moved into the database and deleted.
+	if logs, _ := filepath.Glob(filepath.Join(e.home, "state", "fleet.db-transcripts", "*.log")); len(logs) != 0 {
+		t.Errorf("transcript log left behind: %v", logs)
+	}
 	st, err := store.Open(filepath.Join(e.home, "state", "fleet.db"))
 	if err != nil {
 		t.Fatal(err)
