@@ -251,6 +251,29 @@ func (l *tlog) write(recs []Record, batch bool) error {
 	if l.closed {
 		return ErrClosed
 	}
+	b := l.encode(recs, batch)
+	if b == nil {
+		return fmt.Errorf("transcript log: a record over the %d byte limit", maxTlogRecord)
+	}
+	if cap(b) <= maxKeptChunkBuf {
+		l.buf = b
+	}
+	if _, err := l.f.Write(b); err != nil {
+		// A short write leaves part of the record; cut it off so that the
+		// next record starts where a reader expects one.
+		if terr := l.f.Truncate(l.size); terr != nil {
+			return fmt.Errorf("transcript log %s: %w (and taking the record back: %v)", l.path(l.gen), err, terr)
+		}
+		return fmt.Errorf("transcript log %s: %w", l.path(l.gen), err)
+	}
+	l.size += int64(len(b))
+	return nil
+}
+
+// encode returns the record of recs' transcript lines, header included, in
+// l.buf's array; nil if its body would be over maxTlogRecord (Append
+// checks transcriptBytes, which bounds it, first).
+func (l *tlog) encode(recs []Record, batch bool) []byte {
 	b := append(l.buf[:0], make([]byte, 8)...)
 	var flags byte
 	if batch {
@@ -275,24 +298,11 @@ func (l *tlog) write(recs []Record, batch bool) error {
 	}
 	body := b[8:]
 	if len(body) > maxTlogRecord {
-		// Append checked transcriptBytes, which bounds this.
-		return fmt.Errorf("transcript log: a record of %d bytes is over the %d limit", len(body), maxTlogRecord)
+		return nil
 	}
 	binary.LittleEndian.PutUint32(b[0:4], uint32(len(body)))
 	binary.LittleEndian.PutUint32(b[4:8], crc32.Checksum(body, crc32c))
-	if cap(b) <= maxKeptChunkBuf {
-		l.buf = b
-	}
-	if _, err := l.f.Write(b); err != nil {
-		// A short write leaves part of the record; cut it off so that the
-		// next record starts where a reader expects one.
-		if terr := l.f.Truncate(l.size); terr != nil {
-			return fmt.Errorf("transcript log %s: %w (and taking the record back: %v)", l.path(l.gen), err, terr)
-		}
-		return fmt.Errorf("transcript log %s: %w", l.path(l.gen), err)
-	}
-	l.size += int64(len(b))
-	return nil
+	return b
 }
 
 // unwrite takes back the last record, of size n, after the SQLite half of
@@ -480,6 +490,9 @@ type rawLine struct {
 // parseTlogRecord appends the lines of record body to lines; ok is false if
 // the body does not parse (then it is treated as damage).
 func parseTlogRecord(body []byte, lines []rawLine) ([]rawLine, bool) {
+	if len(body) == 0 {
+		return lines, false
+	}
 	p := 1 // flags
 	n, m := binary.Uvarint(body[p:])
 	if m <= 0 || n > uint64(len(body)) {
