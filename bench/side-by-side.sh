@@ -7,6 +7,7 @@
 #
 #   bench/side-by-side.sh                      # REPS=3 KS="1 16 64" ANCHORS="node go goraw fleet"
 #   REPS=1 KS=16 ANCHORS="go fleet" bench/side-by-side.sh
+#   FLEET_EMIT_SIZE=122 KS=16 bench/side-by-side.sh   # fleet frames of the anchors' 200 bytes
 #   RATE=2000 N=20000 bench/side-by-side.sh    # paced: latency below saturation
 #
 # Results: JSON lines in $OUT (default /tmp/fleet-bench/side-by-side.jsonl)
@@ -37,10 +38,15 @@ CMD_fleet='home=$(mktemp -d /tmp/fbh.XXXX)
 cd "$home"
 exec env AGENTS_FLEET_HOME="$home" "$FLEET_BIN" run --control-socket --headless --log-level warn'
 export CMD_fleet
+# FLEET_EMIT_SIZE: the length of the lines the fleet's task prints (default
+# SIZE, as the issue's command does). Each becomes a frame 78 bytes longer
+# (the transcript wrapper), so FLEET_EMIT_SIZE=122 gives the fleet frames
+# the anchors' size (SIZE=200), to compare at equal bytes.
+emit=${FLEET_EMIT_SIZE:-'$SIZE'}
 if [ -n "${RATE:-}" ] && [ "${RATE:-0}" != 0 ]; then
-  export TRIGGER_fleet='{"type":"prompt","text":"$ '"$bin"'/loadgen emit $N $SIZE $RATE"}'
+  export TRIGGER_fleet='{"type":"prompt","text":"$ '"$bin"'/loadgen emit $N '"$emit"' $RATE"}'
 else
-  export TRIGGER_fleet='{"type":"prompt","text":"$ '"$bin"'/loadgen emit $N $SIZE"}'
+  export TRIGGER_fleet='{"type":"prompt","text":"$ '"$bin"'/loadgen emit $N '"$emit"'"}'
 fi
 export READY_fleet=replayEnd
 
