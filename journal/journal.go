@@ -210,6 +210,11 @@ func (j *Journal) Close() {
 func (j *Journal) run() {
 	defer close(j.saved)
 	recs := make([]store.Record, 0, MaxBatch)
+	// lines holds the batch's transcript lines for recs to point at: task
+	// output is most of what is saved, and a line per event would be an
+	// allocation per line. A batch has at most MaxBatch items, so lines
+	// never grows and the pointers stay valid.
+	lines := make([]store.TranscriptLine, 0, MaxBatch)
 	for it := range j.in {
 		b := <-j.free
 		b.items = append(b.items[:0], it)
@@ -227,9 +232,13 @@ func (j *Journal) run() {
 				break fill
 			}
 		}
-		recs = recs[:0]
+		recs, lines = recs[:0], lines[:0]
 		for _, it := range b.items {
-			if !it.rec.IsZero() {
+			if tr, ok := it.msg.(*protocol.Transcript); ok {
+				lines = append(lines, store.TranscriptLine{Agent: tr.Agent, Role: string(tr.Role), Text: tr.Text,
+					Stream: string(tr.Stream), Ts: tr.Ts})
+				recs = append(recs, store.Record{Transcript: &lines[len(lines)-1]})
+			} else if !it.rec.IsZero() {
 				recs = append(recs, it.rec)
 			}
 		}
@@ -237,6 +246,7 @@ func (j *Journal) run() {
 			b.notice = j.save(recs)
 		}
 		clear(recs)
+		clear(lines)
 		j.saved <- b
 	}
 }
@@ -326,6 +336,8 @@ func (j *Journal) save(recs []store.Record) (notice protocol.Message) {
 }
 
 // recordFor maps the events that make up a session's history to records.
+// Transcript lines are not among them: run makes those records per batch,
+// without an allocation each.
 func recordFor(m protocol.Message) store.Record {
 	switch m := m.(type) {
 	case *protocol.UserMessage:
@@ -336,8 +348,6 @@ func recordFor(m protocol.Message) store.Record {
 			ts = time.Now().UnixMilli()
 		}
 		return store.Record{Conversation: &store.ConversationEntry{Role: "assistant", Text: m.Text, Ts: ts}}
-	case *protocol.Transcript:
-		return store.Record{Transcript: &store.TranscriptLine{Agent: m.Agent, Role: string(m.Role), Text: m.Text, Stream: string(m.Stream), Ts: m.Ts}}
 	case *protocol.HubEvent:
 		return store.Record{Hub: &store.HubEvent{From: m.From, Kind: m.Kind, To: m.To, Text: m.Text, Ts: m.Ts}}
 	}

@@ -1,0 +1,48 @@
+package journal
+
+import (
+	"context"
+	"path/filepath"
+	"strings"
+	"sync/atomic"
+	"testing"
+
+	"github.com/agents-fleet/fleet/protocol"
+	"github.com/agents-fleet/fleet/store"
+)
+
+// countingPublisher takes batches like the control server and only counts.
+type countingPublisher struct{ n atomic.Int64 }
+
+func (p *countingPublisher) Broadcast(protocol.Message)            { p.n.Add(1) }
+func (p *countingPublisher) BroadcastBatch(ms []protocol.Message) { p.n.Add(int64(len(ms))) }
+
+// BenchmarkJournalTranscripts measures the journal's cost per task output
+// line (queueing, batching, saving to the store's transcript log, handing
+// the batch on), as in a burst: one op is one 200-byte line, from
+// Broadcast to forwarded.
+func BenchmarkJournalTranscripts(b *testing.B) {
+	st, err := store.Open(filepath.Join(b.TempDir(), "fleet.db"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer st.Close()
+	if err := st.CreateSession(context.Background(), store.Session{ID: "s1", Name: "n", Cwd: "/", Mode: store.ModeLegacy}); err != nil {
+		b.Fatal(err)
+	}
+	pub := &countingPublisher{}
+	j := New(st, "s1", pub, nil)
+	defer j.Close()
+	text := strings.Repeat("x", 200)
+	b.ReportAllocs()
+	b.ResetTimer()
+	for range b.N {
+		j.Throttle(context.Background())
+		j.Broadcast(&protocol.Transcript{Role: protocol.RoleTool, Agent: "w1", Text: text, Ts: 1})
+	}
+	j.Sync(context.Background())
+	b.StopTimer()
+	if got := pub.n.Load(); got != int64(b.N) {
+		b.Fatalf("%d forwarded, want %d", got, b.N)
+	}
+}
