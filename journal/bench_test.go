@@ -14,7 +14,7 @@ import (
 // countingPublisher takes batches like the control server and only counts.
 type countingPublisher struct{ n atomic.Int64 }
 
-func (p *countingPublisher) Broadcast(protocol.Message)            { p.n.Add(1) }
+func (p *countingPublisher) Broadcast(protocol.Message)           { p.n.Add(1) }
 func (p *countingPublisher) BroadcastBatch(ms []protocol.Message) { p.n.Add(int64(len(ms))) }
 
 // BenchmarkJournalTranscripts measures the journal's cost per task output
