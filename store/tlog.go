@@ -42,9 +42,10 @@ import (
 //	         (uvarint length and bytes) and the line in chunk encoding with
 //	         an absolute ts (chunk.go: appendChunkLine with prevTs 0)
 //
-// A record that is cut short or fails its checksum (the process died inside
-// the write, or the disk lost it in a power cut) ends the generation: its
-// batch was never acknowledged. Flag tlogBatch marks the record of a batch
+// A record that is cut short or fails its checksum ends the generation:
+// the process died inside the write, so its batch was never acknowledged,
+// or a power cut lost the file's end, as it can lose the last commits of an
+// unsynced WAL (docs/store.md, Durability). Flag tlogBatch marks the record of a batch
 // that also commits rows to SQLite, after the record is written: it counts
 // only if that commit happened (migration 0004, batch_gen and batch_off).
 const tlogMagic = "FLTLOG1\n"
