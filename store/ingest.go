@@ -73,9 +73,7 @@ func (s *Store) ingestAll() error {
 	s.lmu.Lock()
 	logs := make([]*tlog, 0, len(s.logs))
 	for _, l := range s.logs {
-		if l != nil {
-			logs = append(logs, l)
-		}
+		logs = append(logs, l)
 	}
 	s.lmu.Unlock()
 	var errs []error
@@ -98,9 +96,6 @@ func (s *Store) closeLogs() error {
 	s.logsClosed = true
 	var errs []error
 	for id, l := range s.logs {
-		if l == nil {
-			continue
-		}
 		l.imu.Lock()
 		l.mu.Lock()
 		l.closed = true

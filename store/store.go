@@ -97,10 +97,11 @@ type Store struct {
 	// Transcript logs (tlog.go). lmu guards logs, and is taken before a
 	// log's mutexes and before wmu.
 	lmu sync.Mutex
-	// logs holds the sessions' logs this Store writes, by session id; a
-	// nil entry means that Append saves the session's lines straight to
-	// SQLite.
+	// logs holds the sessions' logs this Store writes, by session id;
+	// logMissed, when it last failed to take one (then Append saves the
+	// session's lines straight to SQLite).
 	logs       map[string]*tlog
+	logMissed  map[string]time.Time
 	logsClosed bool // Close has moved the logs: no more are taken
 	// noLog: never use a transcript log (tests of the direct path).
 	noLog bool
@@ -150,13 +151,14 @@ func Open(path string) (*Store, error) {
 	w.SetConnMaxIdleTime(0)
 
 	s := &Store{
-		path:     abs,
-		w:        w,
-		sids:     make(map[string]int64),
-		aids:     make(map[agentKey]int64),
-		activeAt: make(map[int64]int64),
-		logs:     make(map[string]*tlog),
-		now:      func() int64 { return time.Now().UnixMilli() },
+		path:      abs,
+		w:         w,
+		sids:      make(map[string]int64),
+		aids:      make(map[agentKey]int64),
+		activeAt:  make(map[int64]int64),
+		logs:      make(map[string]*tlog),
+		logMissed: make(map[string]time.Time),
+		now:       func() int64 { return time.Now().UnixMilli() },
 	}
 	ctx := context.Background()
 	if err := s.checkWritable(ctx); err != nil {

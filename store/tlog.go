@@ -15,6 +15,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"time"
 )
 
 // Transcript logs (docs/store.md, Transcript logs). Saving a small batch of
@@ -99,10 +100,15 @@ func (l *tlog) path(gen int64) string {
 	return filepath.Join(l.dir, fmt.Sprintf("%d.%d.log", l.sid, gen))
 }
 
+// tlogRetry is how long logFor waits before it tries again to take a log
+// it could not take (another Store held it).
+var tlogRetry = time.Second
+
 // logFor returns session sessionID's log, taking it over on first use: a
 // nil log (and no error) means that Append saves straight to SQLite for
 // this session (another Store holds its log, or this platform has no
-// flock). The session must exist.
+// flock); it tries again at most once per tlogRetry. The session must
+// exist.
 func (s *Store) logFor(ctx context.Context, sessionID string) (*tlog, error) {
 	s.lmu.Lock()
 	defer s.lmu.Unlock()
@@ -111,6 +117,9 @@ func (s *Store) logFor(ctx context.Context, sessionID string) (*tlog, error) {
 	}
 	if l, ok := s.logs[sessionID]; ok {
 		return l, nil
+	}
+	if t, ok := s.logMissed[sessionID]; ok && time.Since(t) < tlogRetry {
+		return nil, nil
 	}
 	s.wmu.Lock()
 	if s.closed {
@@ -123,10 +132,15 @@ func (s *Store) logFor(ctx context.Context, sessionID string) (*tlog, error) {
 		return nil, err
 	}
 	l, err := s.adopt(ctx, sid)
-	if err != nil {
+	switch {
+	case err != nil:
 		return nil, err
+	case l == nil:
+		s.logMissed[sessionID] = time.Now()
+	default:
+		delete(s.logMissed, sessionID)
+		s.logs[sessionID] = l
 	}
-	s.logs[sessionID] = l
 	return l, nil
 }
 

@@ -113,8 +113,16 @@ func TestLogOwnedByOneStore(t *testing.T) {
 	if err := a.Close(); err != nil {
 		t.Fatal(err)
 	}
+	// b takes the log over once it is free (it tries again after
+	// tlogRetry), moving a's lines first.
+	defer func(d time.Duration) { tlogRetry = d }(tlogRetry)
+	tlogRetry = 0
+	appendT(t, b, "s1", line("b", "b again", 3))
+	if l, err := b.logFor(t.Context(), "s1"); err != nil || l == nil {
+		t.Errorf("second store did not take the free log: %v, %v", l, err)
+	}
 	got := agentLines(t, b, "s1", 10)
-	if len(got["a"]) != 1 || len(got["b"]) != 1 {
+	if len(got["a"]) != 1 || len(got["b"]) != 2 || got["b"][1].Text != "b again" {
 		t.Errorf("after a closed: %v", got)
 	}
 }
