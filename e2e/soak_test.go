@@ -99,21 +99,7 @@ func TestKill9Soak(t *testing.T) {
 		w.Close()
 		<-witnessDone
 
-		st, err := store.Open(filepath.Join(e.home, "state", "fleet.db"))
-		if err != nil {
-			t.Fatalf("round %d: the session DB does not open after kill -9: %v", round, err)
-		}
-		loaded, err := st.Load(context.Background(), session, store.Limits{Conversation: 1, TranscriptPerAgent: 1 << 20, TranscriptAgents: 1 << 10, Hub: 1})
-		st.Close()
-		if err != nil {
-			t.Fatal(err)
-		}
-		stored := map[string]bool{}
-		for agent, lines := range loaded.Transcripts {
-			for _, l := range lines {
-				stored[agent+"|"+l.Text] = true
-			}
-		}
+		stored := storedLines(t, e.home, session)
 		mu.Lock()
 		for line := range told {
 			if !stored[line] {
@@ -173,21 +159,7 @@ func TestCleanShutdownUnderLoad(t *testing.T) {
 	if logs, _ := filepath.Glob(filepath.Join(e.home, "state", "fleet.db-transcripts", "*.log")); len(logs) != 0 {
 		t.Errorf("transcript log left behind: %v", logs)
 	}
-	st, err := store.Open(filepath.Join(e.home, "state", "fleet.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
-	loaded, err := st.Load(context.Background(), session, store.Limits{Conversation: 1, TranscriptPerAgent: 1 << 22, TranscriptAgents: 4, Hub: 1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	stored := map[string]bool{}
-	for agent, lines := range loaded.Transcripts {
-		for _, l := range lines {
-			stored[agent+"|"+l.Text] = true
-		}
-	}
+	stored := storedLines(t, e.home, session)
 	mu.Lock()
 	defer mu.Unlock()
 	if len(told) < 20000 {
@@ -198,4 +170,27 @@ func TestCleanShutdownUnderLoad(t *testing.T) {
 			t.Fatalf("%q was told but not stored", line)
 		}
 	}
+}
+
+// storedLines opens the session database under home (taking over what a
+// dead fleet left in its transcript log) and returns every transcript line
+// of session as "agent|text".
+func storedLines(t *testing.T, home, session string) map[string]bool {
+	t.Helper()
+	st, err := store.Open(filepath.Join(home, "state", "fleet.db"))
+	if err != nil {
+		t.Fatalf("the session DB does not open: %v", err)
+	}
+	defer st.Close()
+	loaded, err := st.Load(context.Background(), session, store.Limits{Conversation: 1, TranscriptPerAgent: 1 << 22, TranscriptAgents: 1 << 10, Hub: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	stored := map[string]bool{}
+	for agent, lines := range loaded.Transcripts {
+		for _, l := range lines {
+			stored[agent+"|"+l.Text] = true
+		}
+	}
+	return stored
 }
