@@ -99,14 +99,13 @@ func (s *Store) closeLogs() error {
 		l.imu.Lock()
 		l.mu.Lock()
 		l.closed = true
+		l.f.Close()
+		l.f = nil
 		if l.size == int64(len(tlogMagic)) {
-			l.f.Close()
-			os.Remove(l.path(l.gen))
+			os.Remove(l.path(l.gen)) // nothing in it
 		} else {
-			l.f.Close()
 			l.closes = append(l.closes, l.gen)
 		}
-		l.f = nil
 		l.mu.Unlock()
 		ctx, cancel := context.WithTimeout(context.Background(), 2*busyTimeout)
 		if _, err := s.ingestClosed(ctx, l); err != nil {
