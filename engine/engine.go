@@ -23,6 +23,13 @@ type Publisher interface {
 	Broadcast(m protocol.Message)
 }
 
+// BatchPublisher is a Publisher that also takes a run of events at once
+// (the journal is one): task output goes to it a read at a time.
+type BatchPublisher interface {
+	Publisher
+	BroadcastBatch(ms []protocol.Message)
+}
+
 // Config configures an Engine. Provider and Publisher are required.
 type Config struct {
 	SessionID   string
@@ -59,10 +66,12 @@ type Config struct {
 // Engine is one fleet session. Create it with New, start its periodic
 // snapshots with Run, feed it prompts, and stop it with Shutdown.
 type Engine struct {
-	cfg     Config
-	log     *slog.Logger
-	pub     Publisher
-	started time.Time
+	cfg Config
+	log *slog.Logger
+	pub Publisher
+	// batchPub is pub when it takes batches; nil otherwise.
+	batchPub BatchPublisher
+	started  time.Time
 
 	// mu guards all session state below. Lifecycle events are published while
 	// it is held so that every client sees them in the order they happened;
@@ -127,6 +136,9 @@ func New(cfg Config) *Engine {
 		loopByID:   make(map[string]*loop),
 		admitWake:  make(chan struct{}, 1),
 		admitStop:  make(chan struct{}),
+	}
+	if bp, ok := cfg.Publisher.(BatchPublisher); ok {
+		e.batchPub = bp
 	}
 	e.broker.init(e)
 	e.pub.Broadcast(commandCatalog())
@@ -256,3 +268,14 @@ func (e *Engine) hubLocked(from, kind, text string) {
 }
 
 func nowMs() int64 { return time.Now().UnixMilli() }
+
+// publishBatch publishes ms in order, at once when the publisher can.
+func (e *Engine) publishBatch(ms []protocol.Message) {
+	if e.batchPub != nil {
+		e.batchPub.BroadcastBatch(ms)
+		return
+	}
+	for _, m := range ms {
+		e.pub.Broadcast(m)
+	}
+}

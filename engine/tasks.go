@@ -287,17 +287,39 @@ type host struct {
 	ctx context.Context // the task's: ends when it is cancelled
 }
 
-func (h *host) Output(stream provider.Stream, line string) {
-	if h.e.cfg.Throttle != nil {
-		h.e.cfg.Throttle(h.ctx)
-	}
-	now := nowMs()
+// outputGroup bounds the lines published between two Throttle calls, so
+// a read full of short lines cannot run far past a client's soft bound.
+const (
+	outputGroupLines = 128
+	outputGroupBytes = 32 << 10
+)
+
+func (h *host) Output(stream provider.Stream, lines []string) {
+	now := nowMs() // the lines of one read arrived together
 	h.w.lastActivity.Store(now)
-	m := &protocol.Transcript{Role: protocol.RoleTool, Text: line, Agent: h.w.id, Ts: now}
+	var st protocol.Stream
 	if stream == provider.Stderr {
-		m.Stream = protocol.StreamStderr
+		st = protocol.StreamStderr
 	}
-	h.e.pub.Broadcast(m)
+	for len(lines) > 0 {
+		n, size := 0, 0
+		for n < len(lines) && n < outputGroupLines && size < outputGroupBytes {
+			size += len(lines[n])
+			n++
+		}
+		if h.e.cfg.Throttle != nil {
+			h.e.cfg.Throttle(h.ctx)
+		}
+		// One allocation for the group's events, not one a line.
+		ts := make([]protocol.Transcript, n)
+		ms := make([]protocol.Message, n)
+		for i, line := range lines[:n] {
+			ts[i] = protocol.Transcript{Role: protocol.RoleTool, Text: line, Agent: h.w.id, Ts: now, Stream: st}
+			ms[i] = &ts[i]
+		}
+		h.e.publishBatch(ms)
+		lines = lines[n:]
+	}
 }
 
 func (h *host) Note(text string) {

@@ -46,3 +46,40 @@ func BenchmarkJournalTranscripts(b *testing.B) {
 		b.Fatalf("%d forwarded, want %d", got, b.N)
 	}
 }
+
+// BenchmarkJournalTranscriptBatches is the same as task output reaches the
+// journal now: BroadcastBatch with the lines of one read (here 128, one
+// engine group), one op still being one line.
+func BenchmarkJournalTranscriptBatches(b *testing.B) {
+	st, err := store.Open(filepath.Join(b.TempDir(), "fleet.db"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer st.Close()
+	if err := st.CreateSession(context.Background(), store.Session{ID: "s1", Name: "n", Cwd: "/", Mode: store.ModeLegacy}); err != nil {
+		b.Fatal(err)
+	}
+	pub := &countingPublisher{}
+	j := New(st, "s1", pub, nil)
+	defer j.Close()
+	text := strings.Repeat("x", 200)
+	const group = 128
+	b.ReportAllocs()
+	b.ResetTimer()
+	for sent := 0; sent < b.N; sent += group {
+		n := min(group, b.N-sent)
+		ts := make([]protocol.Transcript, n)
+		ms := make([]protocol.Message, n)
+		for i := range ts {
+			ts[i] = protocol.Transcript{Role: protocol.RoleTool, Agent: "w1", Text: text, Ts: 1}
+			ms[i] = &ts[i]
+		}
+		j.Throttle(context.Background())
+		j.BroadcastBatch(ms)
+	}
+	j.Sync(context.Background())
+	b.StopTimer()
+	if got := pub.n.Load(); got != int64(b.N) {
+		b.Fatalf("%d forwarded, want %d", got, b.N)
+	}
+}

@@ -123,6 +123,25 @@ func New(st *store.Store, session string, next Publisher, log *slog.Logger, opts
 // forwards it.
 func (j *Journal) Broadcast(m protocol.Message) { j.send(item{msg: m, rec: recordFor(m)}) }
 
+// BroadcastBatch is Broadcast for a run of events (a read of task output),
+// taking the lock once for all of them.
+func (j *Journal) BroadcastBatch(ms []protocol.Message) {
+	j.mu.RLock()
+	defer j.mu.RUnlock()
+	if j.closed {
+		j.log.Warn("journal closed; events dropped", "events", len(ms))
+		return
+	}
+	size := 0
+	for _, m := range ms {
+		size += item{msg: m}.size()
+	}
+	j.queued.Add(int64(size))
+	for _, m := range ms {
+		j.in <- item{msg: m, rec: recordFor(m)}
+	}
+}
+
 // SaveTask, SaveWorker and SaveCounter save engine state in order with the
 // events around them.
 func (j *Journal) SaveTask(t engine.TaskRecord) {

@@ -75,8 +75,10 @@ var ErrNoAnswer = errors.New("the request ended without an answer")
 // concurrent use; Ask and Confirm block until the operator answers or ctx
 // ends.
 type Host interface {
-	// Output is one line the task printed, without its newline.
-	Output(stream Stream, line string)
+	// Output is lines the task printed, in order, each without its
+	// newline: what one read brought, so a burst costs one call rather
+	// than one a line. The host may keep the strings but not the slice.
+	Output(stream Stream, lines []string)
 	// Note is a line from the fleet itself about the task (role system).
 	Note(text string)
 	ToolStart(c ToolCall)

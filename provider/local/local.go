@@ -12,7 +12,6 @@
 package local
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
@@ -124,18 +123,30 @@ func (p *Provider) run(ctx context.Context, shell string, t provider.Task, h pro
 	readers.Add(2)
 	go func() {
 		defer readers.Done()
-		readLines(outR, func(line string) {
-			tail.add(line)
-			if !workflowLine(runCtx, line, h, in) {
-				h.Output(provider.Stdout, line)
+		readLines(outR, func(lines []string) {
+			tail.add(lines)
+			// Workflow lines are answered in order: the lines before one
+			// go out first, as the operator would see them.
+			from := 0
+			for i, line := range lines {
+				if isWorkflow(line) {
+					if from < i {
+						h.Output(provider.Stdout, lines[from:i])
+					}
+					workflowLine(runCtx, line, h, in)
+					from = i + 1
+				}
+			}
+			if from < len(lines) {
+				h.Output(provider.Stdout, lines[from:])
 			}
 		})
 	}()
 	go func() {
 		defer readers.Done()
-		readLines(errR, func(line string) {
-			tail.add(line)
-			h.Output(provider.Stderr, line)
+		readLines(errR, func(lines []string) {
+			tail.add(lines)
+			h.Output(provider.Stderr, lines)
 		})
 	}()
 
@@ -185,30 +196,51 @@ func (p *Provider) run(ctx context.Context, shell string, t provider.Task, h pro
 	return provider.Result{ExitCode: code}
 }
 
-// readLines calls fn for each line of r, without its newline. Lines longer
-// than MaxLine are cut and marked; a final line without a newline counts.
-func readLines(r io.Reader, fn func(string)) {
-	br := bufio.NewReaderSize(r, 64<<10)
-	var long []byte // accumulates a line longer than the buffer
-	dropped := 0    // bytes of the current line beyond MaxLine
+// readBuf is how much output one read takes in: a pipe's default size.
+const readBuf = 64 << 10
+
+// readLines reads r to its end and calls fn with the complete lines each
+// read brought, without their newlines, in order. The lines of one call
+// share one allocation, and fn must not keep the slice. Lines longer than
+// MaxLine are cut and marked; a final line without a newline counts.
+func readLines(r io.Reader, fn func(lines []string)) {
+	buf := make([]byte, readBuf)
+	var lines []string
+	n := 0          // buf[:n] is the start of a line not yet complete
+	var long []byte // the start of a line longer than buf, capped
+	dropped := 0    // bytes of that line beyond MaxLine
 	for {
-		chunk, err := br.ReadSlice('\n')
-		switch {
-		case err == nil || (err == io.EOF && len(chunk) > 0):
-			line := bytes.TrimSuffix(chunk, []byte{'\n'})
-			if long != nil || dropped > 0 || len(line) > MaxLine {
-				long, dropped = appendCapped(long, line, dropped)
-				line = long
+		m, err := r.Read(buf[n:])
+		if i := bytes.LastIndexByte(buf[n:n+m], '\n'); i >= 0 {
+			end := n + i + 1
+			chunk := string(buf[:end]) // the one allocation
+			lines = lines[:0]
+			for len(chunk) > 0 {
+				j := strings.IndexByte(chunk, '\n')
+				line := chunk[:j]
+				chunk = chunk[j+1:]
+				if long != nil || len(line) > MaxLine {
+					long, dropped = appendCapped(long, []byte(line), dropped)
+					line = finishLine(long, dropped)
+					long, dropped = nil, 0
+				}
+				lines = append(lines, line)
 			}
-			fn(finishLine(line, dropped))
-			long, dropped = nil, 0
-		case errors.Is(err, bufio.ErrBufferFull):
-			long, dropped = appendCapped(long, chunk, dropped)
-			continue
+			fn(lines)
+			clear(lines)
+			n = copy(buf, buf[end:n+m])
+		} else {
+			n += m
 		}
-		if err != nil && !errors.Is(err, bufio.ErrBufferFull) {
-			if len(long) > 0 || dropped > 0 {
-				fn(finishLine(long, dropped))
+		if n == len(buf) {
+			// No newline in a whole buffer: keep the line's start aside.
+			long, dropped = appendCapped(long, buf[:n], dropped)
+			n = 0
+		}
+		if err != nil {
+			if n > 0 || long != nil {
+				long, dropped = appendCapped(long, buf[:n], dropped)
+				fn([]string{finishLine(long, dropped)})
 			}
 			return
 		}
@@ -280,24 +312,28 @@ const (
 	confirmPrefix = "::confirm::"
 )
 
-// workflowLine handles ::ask:: and ::confirm:: lines and reports whether
-// line was one. It blocks until the operator answers.
-func workflowLine(ctx context.Context, line string, h provider.Host, in *stdin) bool {
+// isWorkflow reports whether line is an ::ask:: or ::confirm:: line.
+func isWorkflow(line string) bool {
+	return strings.HasPrefix(line, askPrefix) || strings.HasPrefix(line, confirmPrefix)
+}
+
+// workflowLine handles an ::ask:: or ::confirm:: line. It blocks until the
+// operator answers.
+func workflowLine(ctx context.Context, line string, h provider.Host, in *stdin) {
 	switch {
 	case strings.HasPrefix(line, askPrefix):
 		q, err := parseAsk(line[len(askPrefix):])
 		if err != nil {
 			h.Note(fmt.Sprintf("malformed %s line (%v); closing the command's stdin", askPrefix, err))
 			in.close()
-			return true
+			return
 		}
 		answer, err := h.Ask(ctx, q)
 		if err != nil {
 			in.close()
-			return true
+			return
 		}
 		in.write(answer)
-		return true
 	case strings.HasPrefix(line, confirmPrefix):
 		summary := strings.TrimSpace(line[len(confirmPrefix):])
 		if summary == "" {
@@ -309,9 +345,7 @@ func workflowLine(ctx context.Context, line string, h provider.Host, in *stdin) 
 		} else {
 			in.write("no")
 		}
-		return true
 	}
-	return false
 }
 
 // askLine is the JSON a script writes after ::ask::. choices may be plain
@@ -367,19 +401,27 @@ type tailBuffer struct {
 // tailBytes bounds the window: ResultChars runes are at most 4 bytes each.
 const tailBytes = ResultChars * utf8.UTFMax
 
-func (t *tailBuffer) add(line string) {
+func (t *tailBuffer) add(lines []string) {
+	// Only the newest tailBytes can matter: skip the lines before them.
+	first, size := len(lines), 0
+	for first > 0 && size < tailBytes {
+		first--
+		size += len(lines[first]) + 1
+	}
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	if len(t.buf) > 0 {
-		t.buf = append(t.buf, '\n')
-	}
-	if len(line) > tailBytes {
-		line = line[len(line)-tailBytes:]
-	}
-	t.buf = append(t.buf, line...)
-	if len(t.buf) > 2*tailBytes {
-		// Drop the front, keeping the newest tailBytes.
-		t.buf = append(t.buf[:0], t.buf[len(t.buf)-tailBytes:]...)
+	for _, line := range lines[first:] {
+		if len(t.buf) > 0 {
+			t.buf = append(t.buf, '\n')
+		}
+		if len(line) > tailBytes {
+			line = line[len(line)-tailBytes:]
+		}
+		t.buf = append(t.buf, line...)
+		if len(t.buf) > 2*tailBytes {
+			// Drop the front, keeping the newest tailBytes.
+			t.buf = append(t.buf[:0], t.buf[len(t.buf)-tailBytes:]...)
+		}
 	}
 }
 

@@ -2,6 +2,10 @@ package local
 
 import (
 	"context"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -25,10 +29,12 @@ type fakeHost struct {
 	confirm bool
 }
 
-func (h *fakeHost) Output(s provider.Stream, line string) {
+func (h *fakeHost) Output(s provider.Stream, lines []string) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	h.lines = append(h.lines, string(s)+":"+line)
+	for _, line := range lines {
+		h.lines = append(h.lines, string(s)+":"+line)
+	}
 }
 func (h *fakeHost) Note(text string)            { h.mu.Lock(); h.notes = append(h.notes, text); h.mu.Unlock() }
 func (h *fakeHost) ToolStart(provider.ToolCall) {}
@@ -125,7 +131,7 @@ func TestParseAsk(t *testing.T) {
 func TestLongLinesAndBinary(t *testing.T) {
 	var lines []string
 	in := strings.Repeat("é", MaxLine) + "\n" + "\xff\xfe bin\n" + strings.Repeat("z", 100)
-	readLines(strings.NewReader(in), func(s string) { lines = append(lines, s) })
+	readLines(strings.NewReader(in), func(ls []string) { lines = append(lines, ls...) })
 	if len(lines) != 3 {
 		t.Fatalf("%d lines", len(lines))
 	}
@@ -135,6 +141,109 @@ func TestLongLinesAndBinary(t *testing.T) {
 	if lines[1] != "\xff\xfe bin" || lines[2] != strings.Repeat("z", 100) {
 		t.Fatalf("%q %q", lines[1], lines[2])
 	}
+}
+
+// chunkReader returns its input in reads of the sizes given, round robin.
+type chunkReader struct {
+	b     []byte
+	sizes []int
+	i     int
+}
+
+func (r *chunkReader) Read(p []byte) (int, error) {
+	if len(r.b) == 0 {
+		return 0, io.EOF
+	}
+	n := min(len(p), len(r.b), r.sizes[r.i%len(r.sizes)])
+	r.i++
+	copy(p, r.b[:n])
+	r.b = r.b[n:]
+	return n, nil
+}
+
+// TestReadLinesMatchesSplit feeds readLines output cut at every kind of
+// place (one byte at a time, across the buffer's end, lines longer than
+// MaxLine and than the buffer) and checks it gives exactly the lines a
+// plain split gives, cut the same way.
+func TestReadLinesMatchesSplit(t *testing.T) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	lengths := []int{0, 1, 7, 200, MaxLine - 1, MaxLine, MaxLine + 1, readBuf - 1, readBuf, readBuf + 1, 3*readBuf + 5}
+	for round := range 200 {
+		var in strings.Builder
+		var want []string
+		for range 1 + rng.IntN(40) {
+			n := lengths[rng.IntN(len(lengths))]
+			if rng.IntN(3) > 0 {
+				n = rng.IntN(300)
+			}
+			line := strings.Repeat(string(rune('a'+rng.IntN(26))), n)
+			in.WriteString(line + "\n")
+			if len(line) > MaxLine {
+				line = line[:MaxLine] + fmt.Sprintf("… [line truncated: %d more bytes]", len(line)-MaxLine)
+			}
+			want = append(want, line)
+		}
+		if round%2 == 1 { // a last line without its newline
+			in.WriteString("tail")
+			want = append(want, "tail")
+		}
+		sizes := [][]int{{1}, {readBuf}, {4096, 1, 70000}, {rng.IntN(readBuf) + 1, rng.IntN(100) + 1}}[round%4]
+		var got []string
+		calls := 0
+		readLines(&chunkReader{b: []byte(in.String()), sizes: sizes}, func(ls []string) {
+			calls++
+			if len(ls) == 0 {
+				t.Fatal("called with no lines")
+			}
+			got = append(got, ls...)
+		})
+		if !slices.Equal(got, want) {
+			t.Fatalf("round %d (reads %v): %d lines, want %d; first difference at %d", round, sizes, len(got), len(want), firstDiff(got, want))
+		}
+		if sizes[0] == readBuf && calls > len(want) {
+			t.Fatalf("round %d: %d calls for %d lines: lines of one read must come in one call", round, calls, len(want))
+		}
+	}
+}
+
+func firstDiff(a, b []string) int {
+	for i := range min(len(a), len(b)) {
+		if a[i] != b[i] {
+			return i
+		}
+	}
+	return min(len(a), len(b))
+}
+
+// TestOutputComesInBatches checks a burst reaches the host in few calls,
+// and a workflow line in the middle still splits it in order.
+func TestOutputComesInBatches(t *testing.T) {
+	h := &countingHost{fakeHost: fakeHost{confirm: true}}
+	script := `i=0; while [ $i -lt 2000 ]; do echo "line $i"; i=$((i+1)); done > out.txt
+cat out.txt; echo '::confirm::go on?'; read a; echo "got $a"; cat out.txt`
+	res := (&Provider{}).Run(context.Background(), provider.Task{ID: "t1", Prompt: script, Dir: t.TempDir()}, h)
+	if res.Err != nil {
+		t.Fatal(res.Err)
+	}
+	if len(h.lines) != 4001 || h.lines[1999] != "stdout:line 1999" || h.lines[2000] != "stdout:got yes" || h.lines[4000] != "stdout:line 1999" {
+		t.Fatalf("%d lines: %q %q", len(h.lines), h.lines[1999:2001], h.lines[len(h.lines)-1])
+	}
+	if h.calls > 100 {
+		t.Fatalf("%d Output calls for 4001 lines printed in two bursts", h.calls)
+	}
+}
+
+// countingHost counts Output calls.
+type countingHost struct {
+	fakeHost
+	calls int
+}
+
+func (h *countingHost) Output(s provider.Stream, lines []string) {
+	h.mu.Lock()
+	h.calls++
+	h.mu.Unlock()
+	h.fakeHost.Output(s, lines)
 }
 
 func TestCancelStopsEverything(t *testing.T) {
@@ -149,5 +258,23 @@ func TestCancelStopsEverything(t *testing.T) {
 	}
 	if time.Since(start) > 5*time.Second {
 		t.Fatal("cancel did not stop the task group promptly")
+	}
+}
+
+// BenchmarkReadLines measures reading task output into lines: one op is
+// one 200-byte line, read from a pipe-sized chunk as a burst brings them.
+func BenchmarkReadLines(b *testing.B) {
+	line := strings.Repeat("x", 200) + "\n"
+	chunk := []byte(strings.Repeat(line, readBuf/len(line)))
+	perChunk := len(chunk) / len(line)
+	b.ReportAllocs()
+	b.SetBytes(int64(len(line)))
+	b.ResetTimer()
+	for done := 0; done < b.N; done += perChunk {
+		n := 0
+		readLines(&chunkReader{b: chunk, sizes: []int{len(chunk)}}, func(ls []string) { n += len(ls) })
+		if n != perChunk {
+			b.Fatalf("%d lines, want %d", n, perChunk)
+		}
 	}
 }
