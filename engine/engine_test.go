@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -367,5 +368,57 @@ func TestSnapshotsStayBounded(t *testing.T) {
 	}
 	if fs.Workers[len(fs.Workers)-1].ID != fmt.Sprintf("w%d", n) {
 		t.Fatalf("newest worker not shown: %s", fs.Workers[len(fs.Workers)-1].ID)
+	}
+}
+
+// batchRecorder is a recorder that also takes batches, like the journal.
+type batchRecorder struct {
+	*recorder
+	sizes []int // guarded by recorder.mu
+}
+
+func (r *batchRecorder) BroadcastBatch(ms []protocol.Message) {
+	r.mu.Lock()
+	r.sizes = append(r.sizes, len(ms))
+	r.mu.Unlock()
+	for _, m := range ms {
+		r.Broadcast(m)
+	}
+}
+
+// TestOutputGroupsAreThrottled checks a read full of short lines reaches
+// the publisher in bounded groups, each after a Throttle call, so
+// backpressure still applies every 128 lines.
+func TestOutputGroupsAreThrottled(t *testing.T) {
+	rec := &batchRecorder{recorder: newRecorder(t)}
+	var throttles atomic.Int64
+	e := New(Config{SessionID: "s", Cwd: t.TempDir(), Provider: &local.Provider{}, Publisher: rec,
+		Throttle: func(context.Context) { throttles.Add(1) }})
+	defer e.Shutdown(context.Background())
+	e.Prompt("test", `$ i=0; while [ $i -lt 3000 ]; do echo "l$i"; i=$((i+1)); done > out; cat out`)
+	rec.waitFor("last line", func(m protocol.Message) bool {
+		tr, ok := m.(*protocol.Transcript)
+		return ok && tr.Text == "l2999"
+	})
+	rec.mu.Lock()
+	defer rec.mu.Unlock()
+	next := 0
+	for _, m := range rec.msgs {
+		if tr, ok := m.(*protocol.Transcript); ok && tr.Role == protocol.RoleTool && strings.HasPrefix(tr.Text, "l") {
+			if tr.Text != fmt.Sprintf("l%d", next) {
+				t.Fatalf("line %d is %q", next, tr.Text)
+			}
+			next++
+		}
+	}
+	batches := 0
+	for _, n := range rec.sizes {
+		if n > 128 {
+			t.Fatalf("a group of %d lines", n)
+		}
+		batches++
+	}
+	if batches < 3000/128 || throttles.Load() < int64(batches) {
+		t.Fatalf("%d groups, %d throttle calls for 3000 lines", batches, throttles.Load())
 	}
 }
