@@ -46,6 +46,7 @@ type runOptions struct {
 	requestTTL    time.Duration
 	logLevel      string
 	cpuProfile    string
+	memProfile    string
 	traceFile     string
 }
 
@@ -99,7 +100,9 @@ On shutdown running tasks are stopped, pending questions resolve as
 	f.StringVar(&o.cpuProfile, "cpuprofile", "", "write a CPU profile of the run to this file (for performance work)")
 	f.MarkHidden("status-interval")
 	f.StringVar(&o.traceFile, "trace", "", "write a Go execution trace of the run to this file (for performance work)")
+	f.StringVar(&o.memProfile, "memprofile", "", "write an allocation profile of the run to this file when it ends (for performance work)")
 	f.MarkHidden("cpuprofile")
+	f.MarkHidden("memprofile")
 	f.MarkHidden("trace")
 	cmd.MarkFlagsMutuallyExclusive("native-root", "no-native-root")
 	return cmd
@@ -128,6 +131,14 @@ func runFleet(cmd *cobra.Command, o runOptions, prompt string) error {
 			return fmt.Errorf("--cpuprofile: %w", err)
 		}
 		defer pprof.StopCPUProfile()
+	}
+	if o.memProfile != "" {
+		mf, err := os.Create(o.memProfile)
+		if err != nil {
+			return fmt.Errorf("--memprofile: %w", err)
+		}
+		defer mf.Close()
+		defer pprof.Lookup("allocs").WriteTo(mf, 0)
 	}
 	if o.traceFile != "" {
 		tf, err := os.Create(o.traceFile)

@@ -11,6 +11,7 @@ import (
 	"net"
 	"os"
 	"sync"
+	"sync/atomic"
 	"time"
 	"unicode/utf8"
 
@@ -63,9 +64,10 @@ type client struct {
 
 	// mu guards the outbound queue and the close state. Never held during I/O.
 	mu      sync.Mutex
-	queue   [][]byte // frames waiting for the writer; shared, never modified
-	queued  int      // bytes in queue
-	writing int      // bytes swapped out to the writer and not yet written
+	queue   [][]byte    // frames waiting for the writer; shared, never modified
+	owners  []*batchBuf // per queue entry: the pooled buffer it is in, or nil
+	queued  int         // bytes in queue
+	writing int         // bytes swapped out to the writer and not yet written
 	// Flow control (flow.go): congested while queued+writing is over the
 	// soft bound; stalled when congested without progress for StallGrace.
 	congested  bool
@@ -304,52 +306,55 @@ func (c *client) sendError(msg string) {
 // enqueue queues a frame for the writer. It never blocks and never does I/O.
 // A backlog (queued plus being written) over the byte bound evicts the
 // client (slow consumer).
-func (c *client) enqueue(frame []byte) {
-	one := [1][]byte{frame}
-	c.enqueueBatch(one[:])
-}
+func (c *client) enqueue(frame []byte) { c.enqueueOwned(frame, nil) }
 
-// enqueueBatch queues frames in order under one lock; see enqueue.
-func (c *client) enqueueBatch(frames [][]byte) {
+// enqueueOwned is enqueue for a frame inside a pooled broadcast buffer:
+// when it reports true, the writer releases one reference to owner once
+// the frame is written. Frames dropped unwritten (an evicted or closed
+// client) never release theirs, so their buffer goes to the GC instead of
+// back to the pool: a missed release costs an allocation, never a reuse.
+func (c *client) enqueueOwned(frame []byte, owner *batchBuf) bool {
 	c.mu.Lock()
 	if c.closing {
 		c.mu.Unlock()
-		return
+		return false
 	}
 	wasEmpty := len(c.queue) == 0
-	for _, frame := range frames {
-		backlog := c.queued + c.writing
-		if backlog+len(frame) > c.srv.cfg.MaxQueueBytes {
-			c.evictLocked(reasonSlowQueue)
-			c.mu.Unlock()
-			c.srv.slowQueue.Add(1)
-			c.srv.log.Warn("slow consumer evicted", "client", c.id, "name", c.name, "kind", c.kind,
-				"reason", reasonSlowQueue, "backlogBytes", backlog, "limit", c.srv.cfg.MaxQueueBytes)
-			return
-		}
-		if backlog == 0 {
-			c.progressAt = time.Now()
-		}
-		c.queue = append(c.queue, frame)
-		c.queued += len(frame)
-		if !c.congested && backlog+len(frame) > c.srv.cfg.SoftQueueBytes {
-			c.setCongestedLocked(true)
-		}
+	backlog := c.queued + c.writing
+	if backlog+len(frame) > c.srv.cfg.MaxQueueBytes {
+		c.evictLocked(reasonSlowQueue)
+		c.mu.Unlock()
+		c.srv.slowQueue.Add(1)
+		c.srv.log.Warn("slow consumer evicted", "client", c.id, "name", c.name, "kind", c.kind,
+			"reason", reasonSlowQueue, "backlogBytes", backlog, "limit", c.srv.cfg.MaxQueueBytes)
+		return false
+	}
+	if backlog == 0 {
+		c.progressAt = time.Now()
+	}
+	c.queue = append(c.queue, frame)
+	c.owners = append(c.owners, owner)
+	c.queued += len(frame)
+	if !c.congested && backlog+len(frame) > c.srv.cfg.SoftQueueBytes {
+		c.setCongestedLocked(true)
 	}
 	c.mu.Unlock()
 	if wasEmpty {
 		c.signal()
 	}
+	return true
 }
 
 // evictLocked drops the queue and leaves one final error frame to be written
 // with a short deadline. c.mu must be held.
 func (c *client) evictLocked(reason closeReason) {
 	clear(c.queue)
-	c.queue = c.queue[:0]
+	clear(c.owners) // unwritten: their buffers go to the GC
+	c.queue, c.owners = c.queue[:0], c.owners[:0]
 	c.queued = 0
 	if frame, err := protocol.Encode(&protocol.Error{Message: string(reason) + "; disconnected"}); err == nil {
 		c.queue = append(c.queue, frame)
+		c.owners = append(c.owners, nil)
 		c.queued = len(frame)
 	}
 	c.closing, c.flush, c.reason = true, true, reason
@@ -391,6 +396,7 @@ func (c *client) closeAfterFlush() {
 func (c *client) writeLoop() {
 	defer c.conn.Close() // unblocks the reader when the writer gives up
 	var batch [][]byte
+	var owners []*batchBuf
 	for {
 		c.mu.Lock()
 		for len(c.queue) == 0 && !c.closing {
@@ -403,6 +409,7 @@ func (c *client) writeLoop() {
 			c.mu.Lock()
 		}
 		batch, c.queue = c.queue, batch[:0]
+		owners, c.owners = c.owners, owners[:0]
 		c.writing += c.queued
 		c.queued = 0
 		closing, flush, reason := c.closing, c.flush, c.reason
@@ -439,9 +446,11 @@ func (c *client) writeLoop() {
 				bufs := net.Buffers(chunk) // WriteTo consumes bufs, not chunk
 				n, err = bufs.WriteTo(c.conn)
 			}
+			written := owners[len(batch)-len(rest):][:len(chunk)]
 			rest = rest[len(chunk):]
 			if err != nil {
 				clear(batch)
+				clear(owners)
 				if errors.Is(err, os.ErrDeadlineExceeded) && !closing {
 					c.srv.slowDL.Add(1)
 					c.srv.log.Warn("slow consumer evicted", "client", c.id, "name", c.name, "kind", c.kind,
@@ -452,6 +461,12 @@ func (c *client) writeLoop() {
 					c.mu.Unlock()
 				}
 				return
+			}
+			for i, o := range written {
+				if o != nil {
+					o.release()
+					written[i] = nil
+				}
 			}
 			c.mu.Lock()
 			c.writing -= int(n)
@@ -464,6 +479,44 @@ func (c *client) writeLoop() {
 			// enqueued later was refused.
 			return
 		}
+	}
+}
+
+// batchBuf is one broadcast batch's encoded frames, queued to every
+// client at once. It counts one reference for the broadcaster and one per
+// client queue it is in; the last release puts it back in batchPool.
+// Pooling it halves what a burst allocates, and so how often the GC runs.
+type batchBuf struct {
+	b    []byte
+	refs atomic.Int32
+}
+
+var batchPool = sync.Pool{New: func() any { return new(batchBuf) }}
+
+// maxPooledBatch bounds the buffers kept for reuse: a rare huge batch is
+// left to the GC rather than held.
+const maxPooledBatch = 1 << 20
+
+// getBatchBuf returns an empty buffer of at least size bytes, holding the
+// caller's reference.
+func getBatchBuf(size int) *batchBuf {
+	bb := batchPool.Get().(*batchBuf)
+	if cap(bb.b) < size {
+		bb.b = make([]byte, 0, size)
+	}
+	bb.b = bb.b[:0]
+	bb.refs.Store(1)
+	return bb
+}
+
+func (bb *batchBuf) retain() { bb.refs.Add(1) }
+
+func (bb *batchBuf) release() {
+	switch n := bb.refs.Add(-1); {
+	case n == 0 && cap(bb.b) <= maxPooledBatch:
+		batchPool.Put(bb)
+	case n < 0:
+		panic("controlsock: batch buffer released twice")
 	}
 }
 

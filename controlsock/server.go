@@ -276,16 +276,19 @@ func (s *Server) Broadcast(m protocol.Message) {
 // the server and of each client for the whole batch instead of one per
 // message (the journal hands over what one transaction saved).
 //
-// The batch is encoded into one buffer: each client queues it as one
-// slice (rather than a slice per frame) and writes it without copying.
-// The replay cache copies what it keeps, so the buffer is only held by the
-// queues it is in.
+// The batch is encoded into one pooled buffer (batchBuf): each client
+// queues it as one slice (rather than a slice per frame) and writes it
+// without copying. The replay cache copies what it keeps, so the buffer is
+// only held by the queues it is in, and goes back to the pool once the
+// last of them wrote it.
 func (s *Server) BroadcastBatch(ms []protocol.Message) {
 	size := 0
 	for _, m := range ms {
 		size += sizeHint(m)
 	}
-	buf := make([]byte, 0, size)
+	bb := getBatchBuf(size)
+	defer bb.release() // the broadcaster's reference
+	buf := bb.b
 	// Each message's frame, for the replay cache. If buf grows, earlier
 	// frames stay in the old array and buf has a copy of them.
 	frames := make([][]byte, 0, len(ms))
@@ -304,14 +307,18 @@ func (s *Server) BroadcastBatch(ms []protocol.Message) {
 	if len(frames) == 0 {
 		return
 	}
-	run := [][]byte{buf[:len(buf):len(buf)]}
+	bb.b = buf // AppendEncode may have grown it
+	run := buf[:len(buf):len(buf)]
 	s.bcasts.Add(uint64(len(frames)))
 	s.mu.Lock()
 	for i, m := range kept {
 		s.replay.observe(m, frames[i])
 	}
 	for c := range s.clients {
-		c.enqueueBatch(run)
+		bb.retain()
+		if !c.enqueueOwned(run, bb) {
+			bb.release()
+		}
 	}
 	s.mu.Unlock()
 }

@@ -2,6 +2,7 @@ package controlsock
 
 import (
 	"bytes"
+	"context"
 	"fmt"
 	"io"
 	"os"
@@ -612,4 +613,76 @@ func TestBatchRunsAndWindowSlots(t *testing.T) {
 			t.Fatalf("%s: hydrate lines are not the agent's newest %d", agent, len(g))
 		}
 	}
+}
+
+// TestPooledBatchesAreNotReusedEarly: broadcast batches are encoded into
+// pooled buffers that go back to the pool once every client wrote them. A
+// buffer given back early would be re-encoded while a slower client still
+// had it queued, and that client would read a later batch's bytes. Fast
+// and slow readers must each get every frame byte for byte.
+func TestPooledBatchesAreNotReusedEarly(t *testing.T) {
+	h := newHarness(t, nil)
+	const clients, batches, perBatch = 5, 300, 30
+	var want [][]byte
+	var sent []protocol.Message
+	for b := range batches {
+		for i := range perBatch {
+			text := fmt.Sprintf("b%d i%d %s", b, i, strings.Repeat(string(rune('a'+b%26)), 100+(b*31+i*7)%200))
+			sent = append(sent, &protocol.Transcript{Role: protocol.RoleTool, Text: text, Agent: "w1", Ts: int64(b*perBatch + i)})
+			f, err := protocol.Encode(sent[len(sent)-1])
+			if err != nil {
+				t.Fatal(err)
+			}
+			want = append(want, bytes.TrimSuffix(f, []byte("\n")))
+		}
+	}
+	conns := make([]*tconn, clients)
+	for i := range conns {
+		conns[i], _ = h.attach(fmt.Sprint("c", i))
+	}
+	errs := make(chan error, clients)
+	for i, c := range conns {
+		go func() {
+			c.conn.SetReadDeadline(time.Now().Add(20 * time.Second))
+			for n, w := range want {
+				if i == 0 && n%50 == 0 {
+					time.Sleep(time.Millisecond) // the slow reader
+				}
+				f, err := c.r.ReadFrame()
+				if err != nil {
+					errs <- fmt.Errorf("client %d, frame %d: %v", i, n, err)
+					return
+				}
+				if !bytes.Equal(f, w) {
+					errs <- fmt.Errorf("client %d, frame %d:\n got %.80q\nwant %.80q", i, n, f, w)
+					return
+				}
+			}
+			errs <- nil
+		}()
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	for b := range batches {
+		h.srv.Throttle(ctx) // as the engine does: nobody is evicted
+		h.srv.BroadcastBatch(sent[b*perBatch : (b+1)*perBatch])
+	}
+	for range clients {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+func TestBatchBufReleasedTwicePanics(t *testing.T) {
+	bb := getBatchBuf(maxPooledBatch + 1) // too big to pool: no other test can get it
+	bb.retain()
+	bb.release()
+	bb.release()
+	defer func() {
+		if recover() == nil {
+			t.Fatal("a third release of a buffer with two references did not panic")
+		}
+	}()
+	bb.release()
 }
