@@ -289,11 +289,12 @@ func (s *Server) BroadcastBatch(ms []protocol.Message) {
 	bb := getBatchBuf(size)
 	defer bb.release() // the broadcaster's reference
 	buf := bb.b
-	// Each message's frame, for the replay cache. If buf grows, earlier
-	// frames stay in the old array and buf has a copy of them.
-	frames := make([][]byte, 0, len(ms))
-	kept := ms[:0:0]
-	for _, m := range ms {
+	// Each message's frame, for the replay cache (nil if it did not
+	// encode). If buf grows, earlier frames stay in the old array and buf
+	// has a copy of them.
+	frames := make([][]byte, len(ms))
+	n := 0
+	for i, m := range ms {
 		start := len(buf)
 		next, err := protocol.AppendEncode(buf, m)
 		if err != nil {
@@ -301,18 +302,20 @@ func (s *Server) BroadcastBatch(ms []protocol.Message) {
 			continue
 		}
 		buf = next
-		frames = append(frames, buf[start:len(buf):len(buf)])
-		kept = append(kept, m)
+		frames[i] = buf[start:len(buf):len(buf)]
+		n++
 	}
-	if len(frames) == 0 {
+	if n == 0 {
 		return
 	}
 	bb.b = buf // AppendEncode may have grown it
 	run := buf[:len(buf):len(buf)]
-	s.bcasts.Add(uint64(len(frames)))
+	s.bcasts.Add(uint64(n))
 	s.mu.Lock()
-	for i, m := range kept {
-		s.replay.observe(m, frames[i])
+	for i, m := range ms {
+		if frames[i] != nil {
+			s.replay.observe(m, frames[i])
+		}
 	}
 	for c := range s.clients {
 		bb.retain()

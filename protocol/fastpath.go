@@ -50,10 +50,19 @@ const (
 // high bits. It may report false for a plain word (a borrow across bytes),
 // which only sends those bytes through the byte loop; it never reports
 // true for a word that needs escaping.
-func plain8(s string) bool {
-	_ = s[7] // one bounds check; the loads below combine into one
-	x := uint64(s[0]) | uint64(s[1])<<8 | uint64(s[2])<<16 | uint64(s[3])<<24 |
+func plain8(s string) bool { return plainWord(load64(s)) }
+
+// load64 reads s[0:8] as a little-endian word (one load once compiled).
+// plain8 is over the inliner's budget as one function, and a call per
+// word costs more than the test; these two halves are inlined.
+func load64(s string) uint64 {
+	_ = s[7] // one bounds check
+	return uint64(s[0]) | uint64(s[1])<<8 | uint64(s[2])<<16 | uint64(s[3])<<24 |
 		uint64(s[4])<<32 | uint64(s[5])<<40 | uint64(s[6])<<48 | uint64(s[7])<<56
+}
+
+// plainWord is plain8's test on a loaded word.
+func plainWord(x uint64) bool {
 	t := (x - 0x20*lsb) | ((x ^ '"'*lsb) - lsb) | ((x ^ '\\'*lsb) - lsb)
 	return (t&^x|x)&msb == 0
 }
@@ -68,7 +77,7 @@ func appendJSONString(dst []byte, s string) []byte {
 	for i := 0; i < len(s); {
 		// Eight bytes at a time while none needs a second look (plain
 		// printable ASCII other than '"' and '\\'): most output lines.
-		for i+8 <= len(s) && plain8(s[i:i+8]) {
+		for i+8 <= len(s) && plainWord(load64(s[i:i+8])) {
 			i += 8
 		}
 		if i >= len(s) {
