@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -204,5 +205,79 @@ func TestSyncWaitsForEarlierEvents(t *testing.T) {
 	j.Sync(ctx)
 	if ctx.Err() != nil {
 		t.Fatal("Sync on a closed journal waited for its context")
+	}
+}
+
+// TestBroadcastBatchKeepsOrderAndBounds sends runs of lines with
+// BroadcastBatch (more than fill a batch), interleaved with single events:
+// every event is saved before it is told, in the order sent, no batch
+// goes past MaxBatch events, and the queue's byte account returns to 0.
+func TestBroadcastBatchKeepsOrderAndBounds(t *testing.T) {
+	st := openStore(t)
+	defer st.Close()
+	pub := &batchCheckingPublisher{checkingPublisher: checkingPublisher{t: t, st: st, session: "s1"}}
+	j := New(st, "s1", pub, nil)
+	var want []string
+	ts := int64(0)
+	group := func(n int) {
+		ms := make([]protocol.Message, n)
+		for i := range ms {
+			ts++
+			text := fmt.Sprint("g", ts)
+			ms[i] = &protocol.Transcript{Role: protocol.RoleTool, Text: text, Agent: "w1", Ts: ts}
+			want = append(want, text)
+		}
+		j.BroadcastBatch(ms)
+	}
+	for round := range 8 {
+		group(1 + round*37%300)
+		j.Broadcast(&protocol.HubEvent{From: "w1", Kind: "note", Ts: int64(round), Text: fmt.Sprint("hub", round)})
+		want = append(want, fmt.Sprint("hub", round))
+		group(MaxBatch + 5)
+	}
+	j.Close()
+	var got []string
+	for _, m := range pub.got {
+		switch m := m.(type) {
+		case *protocol.Transcript:
+			got = append(got, m.Text)
+		case *protocol.HubEvent:
+			got = append(got, m.Text)
+		}
+	}
+	if !slices.Equal(got, want) {
+		t.Fatalf("forwarded %d events, want %d; first difference at %d", len(got), len(want), firstDiff(got, want))
+	}
+	if c, _ := st.TranscriptCount(context.Background(), "s1"); c != ts {
+		t.Fatalf("saved %d lines, want %d", c, ts)
+	}
+	if j.queued.Load() != 0 {
+		t.Fatalf("%d bytes still counted as queued", j.queued.Load())
+	}
+	if pub.largest > MaxBatch || pub.largest < 2 {
+		t.Fatalf("largest batch forwarded: %d events", pub.largest)
+	}
+}
+
+func firstDiff(a, b []string) int {
+	for i := range min(len(a), len(b)) {
+		if a[i] != b[i] {
+			return i
+		}
+	}
+	return min(len(a), len(b))
+}
+
+// batchCheckingPublisher takes batches, like the control server, and
+// checks each event as checkingPublisher does.
+type batchCheckingPublisher struct {
+	checkingPublisher
+	largest int
+}
+
+func (p *batchCheckingPublisher) BroadcastBatch(ms []protocol.Message) {
+	p.largest = max(p.largest, len(ms))
+	for _, m := range ms {
+		p.Broadcast(m)
 	}
 }
