@@ -38,9 +38,10 @@ type Config struct {
 	Model       string // reported model name; default the provider's name
 	Provider    provider.Provider
 	Publisher   Publisher
-	// Throttle, when set, is called before each line of task output is
-	// published; it may block to pass clients' backpressure on to the task
-	// (controlsock.Server.Throttle). Lifecycle events are never throttled.
+	// Throttle, when set, is called before each group of task output (at
+	// most 128 lines) is published; it may block to pass clients'
+	// backpressure on to the task (controlsock.Server.Throttle). Lifecycle
+	// events are never throttled.
 	Throttle func(ctx context.Context)
 	Logger   *slog.Logger
 
