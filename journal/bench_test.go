@@ -22,17 +22,7 @@ func (p *countingPublisher) BroadcastBatch(ms []protocol.Message) { p.n.Add(int6
 // the batch on), as in a burst: one op is one 200-byte line, from
 // Broadcast to forwarded.
 func BenchmarkJournalTranscripts(b *testing.B) {
-	st, err := store.Open(filepath.Join(b.TempDir(), "fleet.db"))
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer st.Close()
-	if err := st.CreateSession(context.Background(), store.Session{ID: "s1", Name: "n", Cwd: "/", Mode: store.ModeLegacy}); err != nil {
-		b.Fatal(err)
-	}
-	pub := &countingPublisher{}
-	j := New(st, "s1", pub, nil)
-	defer j.Close()
+	j, pub := benchJournal(b)
 	text := strings.Repeat("x", 200)
 	b.ReportAllocs()
 	b.ResetTimer()
@@ -51,17 +41,7 @@ func BenchmarkJournalTranscripts(b *testing.B) {
 // journal now: BroadcastBatch with the lines of one read (here 128, one
 // engine group), one op still being one line.
 func BenchmarkJournalTranscriptBatches(b *testing.B) {
-	st, err := store.Open(filepath.Join(b.TempDir(), "fleet.db"))
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer st.Close()
-	if err := st.CreateSession(context.Background(), store.Session{ID: "s1", Name: "n", Cwd: "/", Mode: store.ModeLegacy}); err != nil {
-		b.Fatal(err)
-	}
-	pub := &countingPublisher{}
-	j := New(st, "s1", pub, nil)
-	defer j.Close()
+	j, pub := benchJournal(b)
 	text := strings.Repeat("x", 200)
 	const group = 128
 	b.ReportAllocs()
@@ -82,4 +62,21 @@ func BenchmarkJournalTranscriptBatches(b *testing.B) {
 	if got := pub.n.Load(); got != int64(b.N) {
 		b.Fatalf("%d forwarded, want %d", got, b.N)
 	}
+}
+
+// benchJournal is a journal on a fresh store, forwarding to a counter;
+// both are closed when the benchmark ends.
+func benchJournal(b *testing.B) (*Journal, *countingPublisher) {
+	st, err := store.Open(filepath.Join(b.TempDir(), "fleet.db"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { st.Close() })
+	if err := st.CreateSession(context.Background(), store.Session{ID: "s1", Name: "n", Cwd: "/", Mode: store.ModeLegacy}); err != nil {
+		b.Fatal(err)
+	}
+	pub := &countingPublisher{}
+	j := New(st, "s1", pub, nil)
+	b.Cleanup(j.Close)
+	return j, pub
 }
