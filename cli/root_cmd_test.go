@@ -522,3 +522,12 @@ func TestRootTimeout(t *testing.T) {
 		t.Errorf("err %v", err)
 	}
 }
+
+// TestSendBufferSetting: limits.sendBufferBytes absent keeps the server's
+// default, 0 asks for the system's, any other value is passed on.
+func TestSendBufferSetting(t *testing.T) {
+	zero, some := 0, 65536
+	if sendBufferBytes(nil) != 0 || sendBufferBytes(&zero) != -1 || sendBufferBytes(&some) != 65536 {
+		t.Fatal(sendBufferBytes(nil), sendBufferBytes(&zero), sendBufferBytes(&some))
+	}
+}

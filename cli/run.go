@@ -286,12 +286,13 @@ func runFleet(cmd *cobra.Command, o runOptions, prompt string) error {
 		Welcome: protocol.Welcome{SessionID: sess.id, Model: "local", SessionName: sess.name, Cwd: cwd},
 		Logger:  logger.With("component", "controlsock"),
 
-		MaxClients:     intOr(file.Limits.MaxClients, 0),
-		MaxInflight:    intOr(file.Limits.MaxInflight, 0),
-		HelloTimeout:   time.Duration(intOr(file.Limits.HelloTimeoutMs, 0)) * time.Millisecond,
-		WriteTimeout:   time.Duration(intOr(file.Limits.WriteTimeoutMs, 0)) * time.Millisecond,
-		MaxQueueBytes:  intOr(file.Limits.QueueBytes, 0),
-		SoftQueueBytes: intOr(file.Limits.SoftQueueBytes, 0),
+		MaxClients:      intOr(file.Limits.MaxClients, 0),
+		MaxInflight:     intOr(file.Limits.MaxInflight, 0),
+		HelloTimeout:    time.Duration(intOr(file.Limits.HelloTimeoutMs, 0)) * time.Millisecond,
+		WriteTimeout:    time.Duration(intOr(file.Limits.WriteTimeoutMs, 0)) * time.Millisecond,
+		MaxQueueBytes:   intOr(file.Limits.QueueBytes, 0),
+		SoftQueueBytes:  intOr(file.Limits.SoftQueueBytes, 0),
+		SendBufferBytes: sendBufferBytes(file.Limits.SendBufferBytes),
 	})
 	if sess.history != nil {
 		srv.SeedHistory(sess.history, sess.conversationTotal)
@@ -580,3 +581,15 @@ const defaultMemoryLimit = 48 << 20
 // defaultGCPercent is the GOGC of `fleet run` (the GOGC variable overrides
 // it).
 const defaultGCPercent = 200
+
+// sendBufferBytes maps limits.sendBufferBytes to the server's setting:
+// absent is the server's default, 0 the system's.
+func sendBufferBytes(v *int) int {
+	switch {
+	case v == nil:
+		return 0
+	case *v == 0:
+		return -1
+	}
+	return *v
+}

@@ -97,6 +97,9 @@ type Limits struct {
 	WriteTimeoutMs *int `json:"writeTimeoutMs,omitempty"` // per write to a client; default 10000
 	QueueBytes     *int `json:"queueBytes,omitempty"`     // per-client backlog before eviction; default 8 MiB
 	SoftQueueBytes *int `json:"softQueueBytes,omitempty"` // backlog that holds task output back; default 1 MiB
+	// SendBufferBytes is the socket send buffer asked for each client;
+	// default 128 KiB, 0 keeps the system's default.
+	SendBufferBytes *int `json:"sendBufferBytes,omitempty"`
 }
 
 // limitRanges are the accepted ranges of each limit.
@@ -111,6 +114,7 @@ var limitRanges = []struct {
 	{"writeTimeoutMs", func(l Limits) *int { return l.WriteTimeoutMs }, 100, 600000},
 	{"queueBytes", func(l Limits) *int { return l.QueueBytes }, 64 << 10, 1 << 30},
 	{"softQueueBytes", func(l Limits) *int { return l.SoftQueueBytes }, 16 << 10, 1 << 30},
+	{"sendBufferBytes", func(l Limits) *int { return l.SendBufferBytes }, 0, 16 << 20},
 }
 
 // TelegramHub is the "telegramHub" object of config.json.

@@ -222,9 +222,10 @@ func TestConfirmPatterns(t *testing.T) {
 func TestLimits(t *testing.T) {
 	home := t.TempDir()
 	write := func(s string) { os.WriteFile(filepath.Join(home, "config.json"), []byte(s), 0o600) }
-	write(`{"limits": {"maxClients": 10, "queueBytes": 1048576, "softQueueBytes": 65536, "helloTimeoutMs": 500}}`)
+	write(`{"limits": {"maxClients": 10, "queueBytes": 1048576, "softQueueBytes": 65536, "helloTimeoutMs": 500, "sendBufferBytes": 0}}`)
 	f, err := Load(home)
-	if err != nil || *f.Limits.MaxClients != 10 || *f.Limits.HelloTimeoutMs != 500 || f.Limits.MaxInflight != nil {
+	if err != nil || *f.Limits.MaxClients != 10 || *f.Limits.HelloTimeoutMs != 500 || f.Limits.MaxInflight != nil ||
+		f.Limits.SendBufferBytes == nil || *f.Limits.SendBufferBytes != 0 {
 		t.Fatalf("%+v %v", f.Limits, err)
 	}
 	for cfg, want := range map[string]string{
@@ -232,6 +233,8 @@ func TestLimits(t *testing.T) {
 		`{"limits": {"queueBytes": 1024}}`:                               `"limits.queueBytes" must be between`,
 		`{"limits": {"softQueueBytes": 2097152, "queueBytes": 1048576}}`: "must not be larger than limits.queueBytes",
 		`{"limits": {"writeTimeoutMs": "5s"}}`:                           "writeTimeoutMs",
+		`{"limits": {"sendBufferBytes": -1}}`:                            `"limits.sendBufferBytes" must be between 0 and 16777216, got -1`,
+		`{"limits": {"sendBufferBytes": 16777217}}`:                      `"limits.sendBufferBytes" must be between`,
 	} {
 		write(cfg)
 		if _, err := Load(home); err == nil || !strings.Contains(err.Error(), want) || !strings.Contains(err.Error(), "config.json") {
