@@ -67,12 +67,10 @@ type Config struct {
 // Engine is one fleet session. Create it with New, start its periodic
 // snapshots with Run, feed it prompts, and stop it with Shutdown.
 type Engine struct {
-	cfg Config
-	log *slog.Logger
-	pub Publisher
-	// batchPub is pub when it takes batches; nil otherwise.
-	batchPub BatchPublisher
-	started  time.Time
+	cfg     Config
+	log     *slog.Logger
+	pub     Publisher
+	started time.Time
 
 	// mu guards all session state below. Lifecycle events are published while
 	// it is held so that every client sees them in the order they happened;
@@ -137,9 +135,6 @@ func New(cfg Config) *Engine {
 		loopByID:   make(map[string]*loop),
 		admitWake:  make(chan struct{}, 1),
 		admitStop:  make(chan struct{}),
-	}
-	if bp, ok := cfg.Publisher.(BatchPublisher); ok {
-		e.batchPub = bp
 	}
 	e.broker.init(e)
 	e.pub.Broadcast(commandCatalog())
@@ -272,8 +267,8 @@ func nowMs() int64 { return time.Now().UnixMilli() }
 
 // publishBatch publishes ms in order, at once when the publisher can.
 func (e *Engine) publishBatch(ms []protocol.Message) {
-	if e.batchPub != nil {
-		e.batchPub.BroadcastBatch(ms)
+	if bp, ok := e.pub.(BatchPublisher); ok {
+		bp.BroadcastBatch(ms)
 		return
 	}
 	for _, m := range ms {

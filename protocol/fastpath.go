@@ -44,24 +44,21 @@ const (
 	msb = 0x8080808080808080
 )
 
-// plain8 reports whether none of the 8 bytes of s is a control character,
-// '"', '\\' or a byte of a multi-byte UTF-8 sequence. It is the classic
-// "has a zero byte" test applied to s-0x20, s^'"' and s^'\\', plus the
-// high bits. It may report false for a plain word (a borrow across bytes),
-// which only sends those bytes through the byte loop; it never reports
-// true for a word that needs escaping.
-func plain8(s string) bool { return plainWord(load64(s)) }
-
 // load64 reads s[0:8] as a little-endian word (one load once compiled).
-// plain8 is over the inliner's budget as one function, and a call per
-// word costs more than the test; these two halves are inlined.
 func load64(s string) uint64 {
 	_ = s[7] // one bounds check
 	return uint64(s[0]) | uint64(s[1])<<8 | uint64(s[2])<<16 | uint64(s[3])<<24 |
 		uint64(s[4])<<32 | uint64(s[5])<<40 | uint64(s[6])<<48 | uint64(s[7])<<56
 }
 
-// plainWord is plain8's test on a loaded word.
+// plainWord reports whether none of the 8 bytes of x is a control
+// character, '"', '\\' or a byte of a multi-byte UTF-8 sequence. It is the
+// classic "has a zero byte" test applied to x-0x20, x^'"' and x^'\\', plus
+// the high bits. It may report false for a plain word (a borrow across
+// bytes), which only sends those bytes through the byte loop; it never
+// reports true for a word that needs escaping. It and load64 are two
+// functions because together they are over the inliner's budget, and a
+// call per word costs more than the test.
 func plainWord(x uint64) bool {
 	t := (x - 0x20*lsb) | ((x ^ '"'*lsb) - lsb) | ((x ^ '\\'*lsb) - lsb)
 	return (t&^x|x)&msb == 0

@@ -80,3 +80,6 @@ func TestPlain8(t *testing.T) {
 		}
 	}
 }
+
+// plain8 is the encoder's word test on the first 8 bytes of s.
+func plain8(s string) bool { return plainWord(load64(s)) }
