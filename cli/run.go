@@ -293,6 +293,7 @@ func runFleet(cmd *cobra.Command, o runOptions, prompt string) error {
 		MaxQueueBytes:   intOr(file.Limits.QueueBytes, 0),
 		SoftQueueBytes:  intOr(file.Limits.SoftQueueBytes, 0),
 		SendBufferBytes: sendBufferBytes(file.Limits.SendBufferBytes),
+		StallGrace:      time.Duration(intOr(file.Limits.StallGraceMs, 0)) * time.Millisecond,
 	})
 	if sess.history != nil {
 		srv.SeedHistory(sess.history, sess.conversationTotal)

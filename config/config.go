@@ -100,6 +100,9 @@ type Limits struct {
 	// SendBufferBytes is the socket send buffer asked for each client;
 	// default 128 KiB, 0 keeps the system's default.
 	SendBufferBytes *int `json:"sendBufferBytes,omitempty"`
+	// StallGraceMs is how long a congested client may go without a
+	// completed write before it stops holding task output back; default 200.
+	StallGraceMs *int `json:"stallGraceMs,omitempty"`
 }
 
 // limitRanges are the accepted ranges of each limit.
@@ -115,6 +118,7 @@ var limitRanges = []struct {
 	{"queueBytes", func(l Limits) *int { return l.QueueBytes }, 64 << 10, 1 << 30},
 	{"softQueueBytes", func(l Limits) *int { return l.SoftQueueBytes }, 16 << 10, 1 << 30},
 	{"sendBufferBytes", func(l Limits) *int { return l.SendBufferBytes }, 0, 16 << 20},
+	{"stallGraceMs", func(l Limits) *int { return l.StallGraceMs }, 10, 60000},
 }
 
 // TelegramHub is the "telegramHub" object of config.json.

@@ -235,6 +235,7 @@ func TestLimits(t *testing.T) {
 		`{"limits": {"writeTimeoutMs": "5s"}}`:                           "writeTimeoutMs",
 		`{"limits": {"sendBufferBytes": -1}}`:                            `"limits.sendBufferBytes" must be between 0 and 16777216, got -1`,
 		`{"limits": {"sendBufferBytes": 16777217}}`:                      `"limits.sendBufferBytes" must be between`,
+		`{"limits": {"stallGraceMs": 5}}`:                                `"limits.stallGraceMs" must be between 10 and 60000, got 5`,
 	} {
 		write(cfg)
 		if _, err := Load(home); err == nil || !strings.Contains(err.Error(), want) || !strings.Contains(err.Error(), "config.json") {
