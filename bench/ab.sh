@@ -7,6 +7,10 @@
 #   bench/ab.sh K N REPS NAME=BINARY[@VAR=V,VAR2=V2] ...
 #   bench/ab.sh 16 200000 5 old=/tmp/fleet-old new=/tmp/fleet-new
 #   bench/ab.sh 16 200000 5 base=/tmp/fleet p1=/tmp/fleet@GOMAXPROCS=1
+#   bench/ab.sh 16 200000 5 base=/tmp/fleet big=/tmp/fleet@FLEET_CONFIG_FILE=/tmp/c.json
+#
+# Variables named FLEET_* are bench/loadgen-one.sh's settings (FLEET_CONFIG_FILE:
+# a config.json for the fleet's home); the others are the fleet's environment.
 #
 # The loadgen must be built at /tmp/loadgen (see bench/loadgen-one.sh).
 # srv/lg is the server's CPU over the loadgen's: both slow down together
@@ -18,7 +22,11 @@ for _ in $(seq "$REPS"); do
   for spec in "$@"; do
     name=${spec%%=*}; rest=${spec#*=}; exe=${rest%%@*}; envs=""
     [[ $rest == *@* ]] && envs=${rest#*@}
-    FLEET_BIN="$exe" FLEET_ENV="env ${envs//,/ }" "$repo/bench/loadgen-one.sh" "$K" "$N" 2>&1 |
+    fleet_env=() own=()
+    for v in ${envs//,/ }; do
+      if [[ $v == FLEET_* ]]; then own+=("$v"); else fleet_env+=("$v"); fi
+    done
+    env "${own[@]}" FLEET_BIN="$exe" FLEET_ENV="env ${fleet_env[*]}" "$repo/bench/loadgen-one.sh" "$K" "$N" 2>&1 |
       python3 -c '
 import json, sys
 for l in sys.stdin:

@@ -26,7 +26,10 @@ trap 'rm -rf "$bin"' EXIT
 # The fleet derives its socket and token paths from its home, so a helper
 # waits for the descriptor and then puts the token and a link to the socket
 # where run.sh expects them (token first: run.sh starts as soon as the
-# socket path exists). The fleet itself is exec'd so $! is its pid.
+# socket path exists). The fleet itself is exec'd so $! is its pid. Once
+# it exits the helper removes its home (~40 MB a run): otherwise every run
+# leaves its database in /tmp, and the kernel writes it back to disk during
+# later runs of whichever anchor, which is noise.
 export FLEET_BIN="$bin/fleet" LOADGEN_BIN="$bin/loadgen"
 CMD_fleet='home=$(mktemp -d /tmp/fbh.XXXX)
 ( for _ in $(seq 1 200); do
@@ -34,7 +37,8 @@ CMD_fleet='home=$(mktemp -d /tmp/fbh.XXXX)
   done
   tok=$(python3 -c "import json,sys;print(json.load(open(sys.argv[1]))[\"tokenPath\"])" "$d")
   sock=$(python3 -c "import json,sys;print(json.load(open(sys.argv[1]))[\"socketPath\"])" "$d")
-  cp "$tok" "$TOKEN_FILE"; ln -sf "$sock" "$SOCKET" ) &
+  cp "$tok" "$TOKEN_FILE"; ln -sf "$sock" "$SOCKET"
+  while kill -0 $$ 2>/dev/null; do sleep 0.1; done; rm -rf "$home" ) &
 cd "$home"
 exec env AGENTS_FLEET_HOME="$home" "$FLEET_BIN" run --control-socket --headless --log-level warn'
 export CMD_fleet
