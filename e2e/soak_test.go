@@ -156,8 +156,11 @@ func TestCleanShutdownUnderLoad(t *testing.T) {
 		}
 	}
 	// The transcript log was moved into the database and deleted.
-	if logs, _ := filepath.Glob(filepath.Join(e.home, "state", "fleet.db-transcripts", "*.log")); len(logs) != 0 {
-		t.Errorf("transcript log left behind: %v", logs)
+	if logs, _ := filepath.Glob(filepath.Join(e.home, "state", "fleet.db-transcripts", "*")); len(logs) != 0 {
+		t.Errorf("transcript log or its lock left behind: %v", logs)
+	}
+	if locks, _ := filepath.Glob(filepath.Join(e.home, "state", "sessions", "*.lock")); len(locks) != 0 {
+		t.Errorf("session lock left behind: %v", locks)
 	}
 	stored := storedLines(t, e.home, session)
 	mu.Lock()

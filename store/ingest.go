@@ -113,7 +113,7 @@ func (s *Store) closeLogs() error {
 		}
 		cancel()
 		l.imu.Unlock()
-		l.lock.Close()
+		l.lock.Release()
 	}
 	clear(s.logs)
 	return errors.Join(errs...)

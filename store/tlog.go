@@ -16,6 +16,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/agents-fleet/fleet/internal/lockfile"
 )
 
 // Transcript logs (docs/store.md, Transcript logs). Saving a small batch of
@@ -74,7 +76,7 @@ var crc32c = crc32.MakeTable(crc32.Castagnoli)
 type tlog struct {
 	sid  int64
 	dir  string
-	lock *os.File // <sid>.lock, flocked until Close
+	lock *lockfile.Lock // <sid>.lock, held until Close (which deletes it)
 
 	// imu serialises ingests of this log (the ingester goroutine, a read
 	// that wants the newest lines, Close).
@@ -156,20 +158,22 @@ func (s *Store) adopt(ctx context.Context, sid int64) (*tlog, error) {
 		// A read-only directory, say: SQLite will say what is wrong.
 		return nil, nil
 	}
-	lock, ok, err := lockFile(filepath.Join(dir, strconv.FormatInt(sid, 10)+".lock"))
-	if err != nil || !ok {
+	lock, err := lockfile.TryLock(filepath.Join(dir, strconv.FormatInt(sid, 10)+".lock"))
+	if err != nil {
+		// Another Store holds it (or no flock here, or the directory is
+		// not ours to write): save straight to SQLite.
 		return nil, nil
 	}
 	l := &tlog{sid: sid, dir: dir, lock: lock}
 	gens, err := l.generations()
 	if err != nil {
-		lock.Close()
+		lock.Release()
 		return nil, err
 	}
 	l.closes = slices.Clone(gens) // ingestClosed edits l.closes
 	mark, err := s.ingestClosed(ctx, l)
 	if err != nil {
-		lock.Close()
+		lock.Release()
 		return nil, err
 	}
 	// The new generation is numbered past every file and every mark, so
@@ -179,7 +183,7 @@ func (s *Store) adopt(ctx context.Context, sid int64) (*tlog, error) {
 		l.gen = max(l.gen, gens[len(gens)-1]+1)
 	}
 	if err := l.create(); err != nil {
-		lock.Close()
+		lock.Release()
 		return nil, err
 	}
 	return l, nil

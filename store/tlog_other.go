@@ -2,11 +2,7 @@
 
 package store
 
-import "os"
-
-// lockFile: without flock there is no safe owner of a transcript log, so
-// Append saves transcript lines straight to SQLite on these platforms.
-func lockFile(path string) (f *os.File, ok bool, err error) { return nil, false, nil }
-
 // spaceHint describes a write that failed for want of space; "" otherwise.
+// (Without flock, lockfile.TryLock fails here, so Append saves transcript
+// lines straight to SQLite on these platforms.)
 func spaceHint(err error) string { return "" }

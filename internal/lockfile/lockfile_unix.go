@@ -1,0 +1,57 @@
+//go:build unix
+
+package lockfile
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"syscall"
+)
+
+// TryLock takes an exclusive lock on path (created 0600 if missing; a
+// symlink is refused) without waiting. It returns ErrBusy when another
+// open file holds it.
+func TryLock(path string) (*Lock, error) {
+	for range tries {
+		f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|syscall.O_NOFOLLOW, 0o600)
+		if err != nil {
+			return nil, fmt.Errorf("lock %s: %w", path, err)
+		}
+		current, err := lockIfCurrent(f, path)
+		if err != nil {
+			f.Close()
+			return nil, err
+		}
+		if current {
+			return &Lock{path: path, f: f}, nil
+		}
+		f.Close() // released and deleted (or replaced) under us: again
+	}
+	return nil, fmt.Errorf("lock %s: the file keeps being replaced", path)
+}
+
+// lockIfCurrent flocks f, which was opened from path, and reports whether
+// path still names f's file once the lock is held. If it does not, the
+// lock is worthless and is dropped.
+func lockIfCurrent(f *os.File, path string) (bool, error) {
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+		if errors.Is(err, syscall.EWOULDBLOCK) {
+			return false, ErrBusy
+		}
+		return false, fmt.Errorf("lock %s: %w", path, err)
+	}
+	held, err := f.Stat()
+	if err != nil {
+		return false, fmt.Errorf("lock %s: %w", path, err)
+	}
+	now, err := os.Lstat(path)
+	if err == nil && os.SameFile(held, now) {
+		return true, nil
+	}
+	if err != nil && !errors.Is(err, os.ErrNotExist) {
+		return false, fmt.Errorf("lock %s: %w", path, err)
+	}
+	syscall.Flock(int(f.Fd()), syscall.LOCK_UN)
+	return false, nil
+}
