@@ -52,7 +52,7 @@ func TestMain(m *testing.M) {
 }
 
 // requireTool fails under CI (which must install it) and skips elsewhere.
-func requireTool(t *testing.T, name string) {
+func requireTool(t testing.TB, name string) {
 	t.Helper()
 	if _, err := exec.LookPath(name); err != nil {
 		if os.Getenv("CI") != "" {
@@ -64,12 +64,12 @@ func requireTool(t *testing.T, name string) {
 
 // env is an isolated fleet home and a working directory.
 type env struct {
-	t    *testing.T
+	t    testing.TB
 	home string
 	cwd  string
 }
 
-func newEnv(t *testing.T) *env {
+func newEnv(t testing.TB) *env {
 	t.Helper()
 	// Short: the socket path must fit sun_path.
 	home, err := os.MkdirTemp("", "fh")
@@ -116,7 +116,7 @@ func (e *env) fleet(stdin string, args ...string) (stdout, stderr string, code i
 
 // daemon is a running `fleet run`.
 type daemon struct {
-	t      *testing.T
+	t      testing.TB
 	cmd    *exec.Cmd
 	stderr *syncBuffer
 	desc   registry.Descriptor

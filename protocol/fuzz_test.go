@@ -110,7 +110,11 @@ func FuzzReader(f *testing.F) {
 				want = append(want, l)
 			}
 		}
-		r := newReaderSize(src, max, size)
+		large := 0
+		if mode&8 != 0 {
+			large = 48 // switch to a (still small) large buffer and back
+		}
+		r := newReaderSize(src, max, size, large)
 		for i := 0; ; i++ {
 			frame, err := r.ReadFrame()
 			if err != nil {

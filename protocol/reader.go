@@ -3,6 +3,7 @@ package protocol
 import (
 	"bufio"
 	"io"
+	"sync"
 )
 
 // ReaderBufferSize is the size of a Reader's read buffer. It is small so
@@ -11,18 +12,45 @@ import (
 // cap).
 const ReaderBufferSize = 4 << 10
 
+// largeBufferSize is the read buffer a Reader switches to while it
+// assembles a frame longer than its small one: a hydrate is up to ~1 MiB,
+// which 4 KiB reads would take 250 system calls to bring in, waking the
+// sender's writer each time it drained a little. The Reader goes back to
+// the small buffer at the first ReadFrame that finds the large one empty,
+// so an idle connection holds only the small one.
+const largeBufferSize = 64 << 10
+
+// largeReaders recycles large read buffers between Readers (a console
+// needs one for its hydrate and then rarely again).
+var largeReaders = sync.Pool{New: func() any { return bufio.NewReaderSize(nil, largeBufferSize) }}
+
+// bigScratch recycles the MaxFrameSize scratch slices (*[]byte) that the
+// longest frames are assembled in (a console's hydrate is one), so that a
+// process that attaches again and again does not allocate, zero and grow a
+// megabyte each time. A frame handed out from one is, as always, only valid
+// until the next ReadFrame, which gives the slice back. Only slices that
+// grew to the cap are kept, so a short frame never makes one.
+var bigScratch sync.Pool
+
 // keepScratch is the scratch capacity a Reader keeps between frames; a
 // larger scratch (left by one big frame) is dropped so that a connection
 // does not hold on to it while idle.
 const keepScratch = 64 << 10
 
 // Reader reads newline-delimited frames from a stream with a hard per-frame
-// cap. It never holds more than ReaderBufferSize bytes plus one frame of at
-// most max bytes, even when no newline ever comes. A Reader is not safe for
+// cap. It never holds more than largeBufferSize bytes plus one frame of at
+// most max bytes, even when no newline ever comes; idle, it holds
+// ReaderBufferSize. A Reader is not safe for
 // concurrent use.
 type Reader struct {
-	br  *bufio.Reader
+	br  *bufio.Reader // small, or large while long frames come in
+	src io.Reader
 	max int
+	// small is the Reader's own buffer; large, when set, is br, from
+	// largeReaders (or of largeSize, in tests).
+	small     *bufio.Reader
+	large     bool
+	largeSize int
 	// scratch assembles a frame that spans more than one buffer fill.
 	scratch []byte
 	// returned is true when the last frame was handed out from scratch,
@@ -38,13 +66,49 @@ func NewReader(r io.Reader, max int) *Reader {
 	return newReaderSize(r, max, ReaderBufferSize)
 }
 
-// newReaderSize is NewReader with another read buffer size (at least 16),
-// so that tests can cross buffer boundaries with small inputs.
-func newReaderSize(r io.Reader, max, size int) *Reader {
+// newReaderSize is NewReader with other read buffer sizes (at least 16;
+// large 0 means largeBufferSize), so that tests can cross buffer boundaries
+// and switch buffers with small inputs.
+func newReaderSize(r io.Reader, max, size int, large ...int) *Reader {
 	if max <= 0 {
 		max = MaxFrameSize
 	}
-	return &Reader{br: bufio.NewReaderSize(r, size), max: max}
+	br := bufio.NewReaderSize(r, size)
+	rd := &Reader{br: br, small: br, src: r, max: max, largeSize: largeBufferSize}
+	if len(large) > 0 && large[0] > 0 {
+		rd.largeSize = large[0]
+	}
+	return rd
+}
+
+// growBuffer moves to the large read buffer. Only call it when br holds no
+// unread bytes (right after bufio.ErrBufferFull, which hands out the whole
+// buffer).
+func (r *Reader) growBuffer() {
+	if r.large || r.small.Size() >= r.largeSize {
+		return
+	}
+	var br *bufio.Reader
+	if r.largeSize == largeBufferSize {
+		br = largeReaders.Get().(*bufio.Reader)
+		br.Reset(r.src)
+	} else {
+		br = bufio.NewReaderSize(r.src, r.largeSize)
+	}
+	r.br, r.large = br, true
+}
+
+// shrinkBuffer goes back to the small read buffer once the large one holds
+// no unread bytes.
+func (r *Reader) shrinkBuffer() {
+	if !r.large || r.br.Buffered() > 0 {
+		return
+	}
+	if r.br.Size() == largeBufferSize {
+		r.br.Reset(nil) // drop the reference to src
+		largeReaders.Put(r.br)
+	}
+	r.br, r.large = r.small, false
 }
 
 // ReadFrame returns the next frame without its '\n' (a '\r' before it is
@@ -63,11 +127,12 @@ func (r *Reader) ReadFrame() ([]byte, error) {
 	if r.returned {
 		r.returned = false
 		if cap(r.scratch) > keepScratch {
-			r.scratch = nil
+			r.dropScratch()
 		} else {
 			r.scratch = r.scratch[:0]
 		}
 	}
+	r.shrinkBuffer()
 	for {
 		line, err := r.br.ReadSlice('\n')
 		if err == nil {
@@ -94,6 +159,7 @@ func (r *Reader) ReadFrame() ([]byte, error) {
 		}
 		switch {
 		case err == bufio.ErrBufferFull:
+			r.growBuffer() // a long frame: read it in large pieces
 			continue
 		case err == io.EOF && len(r.scratch) > 0:
 			return nil, io.ErrUnexpectedEOF
@@ -105,7 +171,14 @@ func (r *Reader) ReadFrame() ([]byte, error) {
 
 func (r *Reader) tooLarge() error {
 	r.err = ErrFrameTooLarge
-	r.scratch = nil
+	r.dropScratch()
+	if r.large { // unusable from now on: give the large buffer back
+		r.br.Reset(nil)
+		if r.br.Size() == largeBufferSize {
+			largeReaders.Put(r.br)
+		}
+		r.br, r.large = r.small, false
+	}
 	return r.err
 }
 
@@ -114,11 +187,27 @@ func (r *Reader) tooLarge() error {
 func (r *Reader) appendScratch(b []byte) {
 	need := len(r.scratch) + len(b)
 	if need > cap(r.scratch) {
-		c := max(2*cap(r.scratch), need, 512)
-		c = min(c, r.max)
-		s := make([]byte, len(r.scratch), c)
+		var s []byte
+		if need > keepScratch && r.max == MaxFrameSize {
+			if p, _ := bigScratch.Get().(*[]byte); p != nil {
+				s = (*p)[:len(r.scratch)] // a long frame: no growing
+			}
+		}
+		if s == nil {
+			c := max(2*cap(r.scratch), need, 512)
+			s = make([]byte, len(r.scratch), min(c, r.max))
+		}
 		copy(s, r.scratch)
 		r.scratch = s
 	}
 	r.scratch = append(r.scratch, b...)
+}
+
+// dropScratch lets go of scratch, recycling it if it grew to the cap.
+func (r *Reader) dropScratch() {
+	if cap(r.scratch) == MaxFrameSize {
+		b := r.scratch[:0]
+		bigScratch.Put(&b)
+	}
+	r.scratch = nil
 }

@@ -102,14 +102,14 @@ func (e *endless) Read(p []byte) (int, error) {
 }
 
 // TestReaderMemoryBound feeds 64 MiB without a newline: the Reader must stop
-// after at most max + one buffer, and never hold more than max bytes.
+// after at most max + one (large) buffer, and never hold more than max bytes.
 func TestReaderMemoryBound(t *testing.T) {
 	src := &endless{limit: 64 << 20}
 	r := NewReader(src, MaxFrameSize)
 	if _, err := r.ReadFrame(); !errors.Is(err, ErrFrameTooLarge) {
 		t.Fatalf("err = %v, want ErrFrameTooLarge", err)
 	}
-	if limit := MaxFrameSize + ReaderBufferSize + 64; src.read > limit {
+	if limit := MaxFrameSize + largeBufferSize + 64; src.read > limit {
 		t.Fatalf("Reader consumed %d bytes, want <= %d", src.read, limit)
 	}
 	if src.read <= MaxFrameSize {
@@ -238,5 +238,95 @@ func TestReaderFramesDecode(t *testing.T) {
 	}
 	if n != len(frames) {
 		t.Fatalf("read %d frames, want %d", n, len(frames))
+	}
+}
+
+// countingReader counts Read calls.
+type countingReader struct {
+	r     io.Reader
+	reads int
+}
+
+func (c *countingReader) Read(p []byte) (int, error) { c.reads++; return c.r.Read(p) }
+
+// TestReaderLongFramesInLargeReads: a hydrate-sized frame is read in large
+// pieces (not 4 KiB ones), and once it is consumed the Reader is back on
+// its small buffer, so an idle console holds little.
+func TestReaderLongFramesInLargeReads(t *testing.T) {
+	long := strings.Repeat("h", 960<<10)
+	src := &countingReader{r: strings.NewReader(long + "\n" + `{"type":"replayEnd"}` + "\n")}
+	r := NewReader(src, 0)
+	if f, err := r.ReadFrame(); err != nil || len(f) != len(long) {
+		t.Fatalf("long frame: %d bytes, %v", len(f), err)
+	}
+	if max := len(long)/largeBufferSize + 3; src.reads > max {
+		t.Errorf("%d reads for a %d-byte frame, want at most %d", src.reads, len(long), max)
+	}
+	if f, err := r.ReadFrame(); err != nil || string(f) != `{"type":"replayEnd"}` {
+		t.Fatalf("next frame %q, %v", f, err)
+	}
+	if _, err := r.ReadFrame(); err != io.EOF {
+		t.Fatalf("end: %v", err)
+	}
+	if r.large || r.br != r.small || r.br.Size() != ReaderBufferSize {
+		t.Errorf("after the long frame: large=%v, buffer %d bytes; want the small one", r.large, r.br.Size())
+	}
+}
+
+// TestReaderSwitchesBuffersMidStream: frames that straddle the switch to
+// the large buffer and back come out whole and in order, whatever the
+// reads return.
+func TestReaderSwitchesBuffersMidStream(t *testing.T) {
+	var want []string
+	var in strings.Builder
+	for i := range 200 {
+		f := strings.Repeat(string(rune('a'+i%26)), (i*37)%150)
+		if f == "" {
+			continue
+		}
+		want = append(want, f)
+		in.WriteString(f + "\n")
+	}
+	for name, wrap := range map[string]func(io.Reader) io.Reader{
+		"plain": func(r io.Reader) io.Reader { return r }, "onebyte": iotest.OneByteReader, "half": iotest.HalfReader,
+	} {
+		t.Run(name, func(t *testing.T) {
+			r := newReaderSize(wrap(strings.NewReader(in.String())), 0, 16, 64)
+			got, err := readAll(t, r)
+			if err != io.EOF || len(got) != len(want) {
+				t.Fatalf("%d frames, %v; want %d", len(got), err, len(want))
+			}
+			for i := range want {
+				if got[i] != want[i] {
+					t.Fatalf("frame %d = %q, want %q", i, got[i], want[i])
+				}
+			}
+		})
+	}
+}
+
+// TestReaderRecyclesBigScratch: a process that reads one hydrate-sized
+// frame after another (a console that attaches again and again) does not
+// allocate a megabyte for each.
+func TestReaderRecyclesBigScratch(t *testing.T) {
+	frame := strings.Repeat("h", 900<<10) + "\n"
+	read := func() {
+		r := NewReader(strings.NewReader(frame), 0)
+		if f, err := r.ReadFrame(); err != nil || len(f) != len(frame)-1 {
+			t.Fatalf("%d bytes, %v", len(f), err)
+		}
+		if _, err := r.ReadFrame(); err != io.EOF {
+			t.Fatalf("end: %v", err)
+		}
+	}
+	read() // the first one allocates
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	for range 10 {
+		read()
+	}
+	runtime.ReadMemStats(&after)
+	if per := (after.TotalAlloc - before.TotalAlloc) / 10; per > 256<<10 {
+		t.Fatalf("%d bytes allocated per %d-byte frame, want the scratch recycled", per, len(frame))
 	}
 }
