@@ -39,9 +39,9 @@ const keepScratch = 64 << 10
 
 // Reader reads newline-delimited frames from a stream with a hard per-frame
 // cap. It never holds more than largeBufferSize bytes plus one frame of at
-// most max bytes, even when no newline ever comes; idle, it holds
-// ReaderBufferSize. A Reader is not safe for
-// concurrent use.
+// most max bytes, even when no newline ever comes; idle, it holds its
+// ReaderBufferSize buffer (and at most keepScratch of scratch). A Reader is
+// not safe for concurrent use.
 type Reader struct {
 	br  *bufio.Reader // small, or large while long frames come in
 	src io.Reader
