@@ -280,21 +280,12 @@ func runFleet(cmd *cobra.Command, o runOptions, prompt string) error {
 	// server exists even without a socket: the terminal console attaches to
 	// it in-process, so every surface sees the same stream.
 	var eng *engine.Engine
-	srv := controlsock.New(controlsock.Config{
-		Token:   token,
-		Backend: lazyBackend{e: &eng, native: nativeBackend(ctl)},
-		Welcome: protocol.Welcome{SessionID: sess.id, Model: "local", SessionName: sess.name, Cwd: cwd},
-		Logger:  logger.With("component", "controlsock"),
-
-		MaxClients:      intOr(file.Limits.MaxClients, 0),
-		MaxInflight:     intOr(file.Limits.MaxInflight, 0),
-		HelloTimeout:    time.Duration(intOr(file.Limits.HelloTimeoutMs, 0)) * time.Millisecond,
-		WriteTimeout:    time.Duration(intOr(file.Limits.WriteTimeoutMs, 0)) * time.Millisecond,
-		MaxQueueBytes:   intOr(file.Limits.QueueBytes, 0),
-		SoftQueueBytes:  intOr(file.Limits.SoftQueueBytes, 0),
-		SendBufferBytes: sendBufferBytes(file.Limits.SendBufferBytes),
-		StallGrace:      time.Duration(intOr(file.Limits.StallGraceMs, 0)) * time.Millisecond,
-	})
+	scfg := serverLimits(file.Limits)
+	scfg.Token = token
+	scfg.Backend = lazyBackend{e: &eng, native: nativeBackend(ctl)}
+	scfg.Welcome = protocol.Welcome{SessionID: sess.id, Model: "local", SessionName: sess.name, Cwd: cwd}
+	scfg.Logger = logger.With("component", "controlsock")
+	srv := controlsock.New(scfg)
 	if sess.history != nil {
 		srv.SeedHistory(sess.history, sess.conversationTotal)
 	}
@@ -568,6 +559,23 @@ func shutdownOnSignal(parent context.Context, logger *slog.Logger) (context.Cont
 }
 
 // intOr is *p, or def when p is nil (0 means "the server's default").
+// serverLimits maps config.json's limits to the control server's
+// settings; an absent limit is left zero, which the server takes as its
+// default.
+func serverLimits(l config.Limits) controlsock.Config {
+	ms := func(p *int) time.Duration { return time.Duration(intOr(p, 0)) * time.Millisecond }
+	return controlsock.Config{
+		MaxClients:      intOr(l.MaxClients, 0),
+		MaxInflight:     intOr(l.MaxInflight, 0),
+		HelloTimeout:    ms(l.HelloTimeoutMs),
+		WriteTimeout:    ms(l.WriteTimeoutMs),
+		MaxQueueBytes:   intOr(l.QueueBytes, 0),
+		SoftQueueBytes:  intOr(l.SoftQueueBytes, 0),
+		SendBufferBytes: sendBufferBytes(l.SendBufferBytes),
+		StallGrace:      ms(l.StallGraceMs),
+	}
+}
+
 func intOr(p *int, def int) int {
 	if p != nil {
 		return *p
