@@ -77,6 +77,14 @@ func newEnv(t testing.TB) *env {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { os.RemoveAll(home) })
+	if raceEnabled {
+		// Race-instrumented consoles, with other packages' race tests
+		// running beside them, can go unscheduled for longer than the
+		// default stall grace (200 ms), and the fleet then rightly treats
+		// a healthy console as stalled. Tests that write their own
+		// config.json replace this (crowd adds it back).
+		os.WriteFile(filepath.Join(home, "config.json"), []byte(`{"limits": {"stallGraceMs": 5000}}`), 0o600)
+	}
 	return &env{t: t, home: home, cwd: t.TempDir()}
 }
 
