@@ -17,14 +17,26 @@ import (
 	"github.com/agents-fleet/fleet/registry"
 )
 
+// hello connects and says hello, with a 30 s deadline on the connection.
+func hello(path, token, name string) (net.Conn, error) {
+	c, err := net.Dial("unix", path)
+	if err != nil {
+		return nil, err
+	}
+	c.SetDeadline(time.Now().Add(30 * time.Second))
+	if _, err := fmt.Fprintf(c, `{"type":"hello","token":%q,"clientKind":"other","clientName":%q}`+"\n", token, name); err != nil {
+		c.Close()
+		return nil, err
+	}
+	return c, nil
+}
+
 // rawAttach connects, says hello and reads through replayEnd.
 func rawAttach(path, token, name string) (net.Conn, *protocol.Reader, error) {
-	c, err := net.Dial("unix", path)
+	c, err := hello(path, token, name)
 	if err != nil {
 		return nil, nil, err
 	}
-	c.SetDeadline(time.Now().Add(30 * time.Second))
-	fmt.Fprintf(c, `{"type":"hello","token":%q,"clientKind":"other","clientName":%q}`+"\n", token, name)
 	r := protocol.NewReader(c, protocol.MaxFrameSize)
 	for {
 		f, err := r.ReadFrame()

@@ -101,11 +101,16 @@ func (r *Reader) growBuffer() {
 // shrinkBuffer goes back to the small read buffer once the large one holds
 // no unread bytes.
 func (r *Reader) shrinkBuffer() {
-	if !r.large || r.br.Buffered() > 0 {
-		return
+	if r.large && r.br.Buffered() == 0 {
+		r.releaseLarge()
 	}
+}
+
+// releaseLarge gives the large buffer back (to the pool if it came from
+// there) and reads with the small one again.
+func (r *Reader) releaseLarge() {
+	r.br.Reset(nil) // drop the reference to src
 	if r.br.Size() == largeBufferSize {
-		r.br.Reset(nil) // drop the reference to src
 		largeReaders.Put(r.br)
 	}
 	r.br, r.large = r.small, false
@@ -173,11 +178,7 @@ func (r *Reader) tooLarge() error {
 	r.err = ErrFrameTooLarge
 	r.dropScratch()
 	if r.large { // unusable from now on: give the large buffer back
-		r.br.Reset(nil)
-		if r.br.Size() == largeBufferSize {
-			largeReaders.Put(r.br)
-		}
-		r.br, r.large = r.small, false
+		r.releaseLarge()
 	}
 	return r.err
 }
