@@ -28,6 +28,7 @@ import (
 	"github.com/agents-fleet/fleet/journal"
 	"github.com/agents-fleet/fleet/native"
 	"github.com/agents-fleet/fleet/protocol"
+	"github.com/agents-fleet/fleet/provider"
 	"github.com/agents-fleet/fleet/provider/local"
 	"github.com/agents-fleet/fleet/registry"
 )
@@ -236,11 +237,11 @@ func runFleet(cmd *cobra.Command, o runOptions, prompt string) error {
 	ctx, stop := context.WithCancel(sigCtx)
 	defer stop()
 
-	patterns := engine.DefaultConfirmPatterns
+	patterns := provider.DefaultConfirmPatterns
 	if file.ConfirmPatterns != nil {
 		patterns = *file.ConfirmPatterns
 	}
-	policy, err := engine.NewPolicy(patterns)
+	policy, err := provider.NewPolicy(patterns)
 	if err != nil {
 		return fmt.Errorf("%s: %w", config.Path(home), err)
 	}
@@ -291,11 +292,17 @@ func runFleet(cmd *cobra.Command, o runOptions, prompt string) error {
 	}
 	jr := journal.New(st, sess.id, srv, logger.With("component", "journal"),
 		journal.WithBatchBytes(srv.SoftQueueBytes()/4))
+	// The local provider asks before a command the policy names; in a
+	// native session the root approves such tasks before they start.
+	shell := &local.Provider{Policy: policy}
+	if gov != nil {
+		shell.Policy = nil
+	}
 	eng = engine.New(engine.Config{
 		SessionID:      sess.id,
 		SessionName:    sess.name,
 		Cwd:            cwd,
-		Provider:       &local.Provider{},
+		Provider:       shell,
 		Publisher:      jr,
 		Persister:      jr,
 		Throttle:       func(ctx context.Context) { srv.Throttle(ctx); jr.Throttle(ctx) },

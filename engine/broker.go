@@ -21,7 +21,8 @@ type request struct {
 	kind     string
 	summary  string            // confirm
 	question provider.Question // ask
-	taskID   string
+	taskID   string            // "" for the coordinator's
+	agent    string            // who asked: "w3", "coordinator"
 	ts       int64
 	done     chan answer // cap 1; receives exactly one answer
 	timer    *time.Timer
@@ -64,13 +65,14 @@ func (b *broker) raise(ctx context.Context, h *host, r request) (answer, error) 
 	}
 	if len(b.pending) >= e.cfg.MaxPending {
 		e.mu.Unlock()
-		h.Note(fmt.Sprintf("too many pending requests (%d); this %s was refused", e.cfg.MaxPending, r.kind))
+		h.Event(provider.Note{Text: fmt.Sprintf("too many pending requests (%d); this %s was refused", e.cfg.MaxPending, r.kind)})
 		return answer{}, provider.ErrNoAnswer
 	}
 	b.next++
 	e.saveCounterLocked(counterRequest, b.next)
 	r.id = fmt.Sprintf("%s-%s-%d", r.kind, shortID(e.cfg.SessionID), b.next)
-	r.taskID = h.t.id
+	r.taskID = h.taskID()
+	r.agent = h.agent
 	r.ts = nowMs()
 	r.done = make(chan answer, 1)
 	b.pending[r.id] = &r
@@ -89,8 +91,12 @@ func (b *broker) raise(ctx context.Context, h *host, r request) (answer, error) 
 		}
 		e.pub.Broadcast(m)
 	}
-	h.w.status = workerIdle
-	e.setTaskLocked(h.t, taskBlocked, "waiting for an answer to "+r.id)
+	if h.t != nil {
+		h.w.status = workerIdle
+		e.setTaskLocked(h.t, taskBlocked, "waiting for an answer to "+r.id)
+	} else {
+		e.changedLocked()
+	}
 	e.mu.Unlock()
 
 	var ans answer
@@ -106,7 +112,7 @@ func (b *broker) raise(ctx context.Context, h *host, r request) (answer, error) 
 	e.mu.Lock()
 	// A task whose request ended because the task itself is being stopped
 	// stays blocked until it settles; otherwise it runs on.
-	if h.t.status == taskBlocked && ctx.Err() == nil {
+	if h.t != nil && h.t.status == taskBlocked && ctx.Err() == nil {
 		h.w.status = workerRunning
 		e.setTaskLocked(h.t, taskRunning, "")
 	}

@@ -36,8 +36,12 @@ type Config struct {
 	SessionName string
 	Cwd         string // where tasks run (worktrees come later)
 	Model       string // reported model name; default the provider's name
-	Provider    provider.Provider
-	Publisher   Publisher
+	// Provider runs workers (and, for an agent provider, the coordinator).
+	Provider provider.Provider
+	// Providers are the other providers /spawn --provider may name, by
+	// name; optional.
+	Providers map[string]provider.Provider
+	Publisher Publisher
 	// Throttle, when set, is called before each group of task output (at
 	// most 128 lines) is published; it may block to pass clients'
 	// backpressure on to the task (controlsock.Server.Throttle). Lifecycle
@@ -48,7 +52,7 @@ type Config struct {
 	// Workspaces isolates workers (git worktrees); nil runs every task in Cwd.
 	Workspaces Workspaces
 	// Policy says which commands need a confirm first; nil: none do.
-	Policy *Policy
+	Policy *provider.Policy
 	// Persister saves state in order with events; nil saves nothing.
 	Persister Persister
 	// Restore resumes a saved session; nil starts a fresh one.
@@ -62,6 +66,9 @@ type Config struct {
 	StatusInterval time.Duration // status/fleetState/fleetAnalytics tick; default 1 s
 	Heartbeat      time.Duration // re-send unchanged snapshots this often; default 10 s
 	Env            []string      // environment for tasks; default os.Environ()
+	// StallTimeout fails an agent turn that showed no activity for this
+	// long while not waiting on the operator; 0 never does.
+	StallTimeout time.Duration
 }
 
 // Engine is one fleet session. Create it with New, start its periodic
@@ -91,6 +98,12 @@ type Engine struct {
 	version    uint64 // bumped on every change a snapshot shows
 	tools      map[string]*toolStat
 	broker     broker
+
+	// The agent coordinator (agent providers only) and token accounts.
+	coordSession  string // the coordinator CLI's session id
+	coordModel    string
+	coordTokens   tokens
+	sessionTokens tokens
 
 	runWG sync.WaitGroup // task goroutines, the native admitLoop
 

@@ -10,6 +10,8 @@ import (
 	"testing"
 
 	"github.com/agents-fleet/fleet/protocol"
+	"github.com/agents-fleet/fleet/provider"
+	"github.com/agents-fleet/fleet/provider/local"
 )
 
 func reply(part string) func(protocol.Message) bool {
@@ -71,7 +73,7 @@ func TestLoopGivesUpAndCancel(t *testing.T) {
 }
 
 func TestConfirmPolicy(t *testing.T) {
-	policy, err := NewPolicy(DefaultConfirmPatterns)
+	policy, err := provider.NewPolicy(provider.DefaultConfirmPatterns)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -83,11 +85,12 @@ func TestConfirmPolicy(t *testing.T) {
 			t.Errorf("%q: match %v, want %v", cmd, got, want)
 		}
 	}
-	if _, err := NewPolicy([]string{"("}); err == nil {
+	if _, err := provider.NewPolicy([]string{"("}); err == nil {
 		t.Fatal("bad pattern accepted")
 	}
-	custom, _ := NewPolicy([]string{`^echo guarded`})
-	e, rec := newEngine(t, func(c *Config) { c.Policy = custom })
+	custom, _ := provider.NewPolicy([]string{`^echo guarded`})
+	// The local provider asks before a matching command (its policy).
+	e, rec := newEngine(t, func(c *Config) { c.Provider = &local.Provider{Policy: custom} })
 	e.Prompt("test", "$ echo guarded-run")
 	c := rec.waitFor("confirm", func(m protocol.Message) bool { _, ok := m.(*protocol.ConfirmRequest); return ok }).(*protocol.ConfirmRequest)
 	if !strings.Contains(c.Summary, "echo guarded-run") || !strings.Contains(c.Summary, "confirm policy") {

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/agents-fleet/fleet/protocol"
+	"github.com/agents-fleet/fleet/provider"
 )
 
 // fakeGovernor is an in-memory native root.
@@ -88,7 +89,7 @@ func waitUntil(t *testing.T, what string, cond func() bool) {
 func TestNativeRootGovernsDispatch(t *testing.T) {
 	g := newFakeGovernor()
 	g.admit["t1"] = Admission{Wait: "awaiting an approval"}
-	policy, _ := NewPolicy([]string{`^echo guarded`})
+	policy, _ := provider.NewPolicy([]string{`^echo guarded`})
 	e, rec := newEngine(t, func(c *Config) { c.Governor = g; c.Policy = policy })
 	e.Prompt("test", "$ echo guarded-one\n$ echo plain-two")
 	rec.waitFor("t2 ran", transcript("plain-two"))

@@ -127,12 +127,8 @@ func (e *Engine) fleetStateLocked(now time.Time) *protocol.FleetState {
 			SessionName: e.cfg.SessionName,
 			Uptime:      protocol.Int(now.Sub(e.started).Milliseconds()),
 		},
-		// The local provider uses no model: its token counts are known zeros.
-		Tokens: &protocol.FleetTokenState{
-			InputTokens:  protocol.Int(0),
-			OutputTokens: protocol.Int(0),
-			TotalTokens:  protocol.Int(0),
-		},
+		// Known counts, zero included (the local provider uses no model).
+		Tokens:             e.sessionTokens.state(),
 		WorkerStatusCounts: &protocol.FleetWorkerStatusCounts{},
 		WorkerMax:          protocol.Int(int64(e.cfg.Workers)),
 		Loops:              e.loopSummariesLocked(),
@@ -155,19 +151,17 @@ func (e *Engine) fleetStateLocked(now time.Time) *protocol.FleetState {
 			Name:           w.name,
 			Status:         w.status,
 			ToolUseCount:   w.toolUses,
-			TokenCount:     0,
-			AgentType:      e.cfg.Provider.Name(),
+			TokenCount:     w.tokens.total(),
+			AgentType:      e.agentTypeLocked(w),
 			TaskID:         w.taskID,
 			StartedAt:      w.startedAt.UnixMilli(),
 			LastActivityAt: w.lastActivity.Load(),
-			InputTokens:    protocol.Int(0),
-			OutputTokens:   protocol.Int(0),
+			InputTokens:    protocol.Int(w.tokens.input),
+			OutputTokens:   protocol.Int(w.tokens.output),
 			RecentActivity: w.lastTool,
 			WorktreePath:   w.worktreePath,
 		}
-		if w.lastTool != "" {
-			ws.TopTools = []string{"shell"}
-		}
+		ws.TopTools = topTools(w.toolCounts, 5)
 		end := now
 		if !w.endedAt.IsZero() {
 			end = w.endedAt
@@ -195,9 +189,9 @@ func (e *Engine) analyticsLocked(now time.Time) *protocol.FleetAnalytics {
 	sort.Slice(a.ToolUsage, func(i, j int) bool { return a.ToolUsage[i].ToolName < a.ToolUsage[j].ToolName })
 	for _, w := range e.shownWorkersLocked() {
 		entry := protocol.WorkerTimelineEntry{
-			ID: w.id, Name: w.name, AgentType: e.cfg.Provider.Name(),
+			ID: w.id, Name: w.name, AgentType: e.agentTypeLocked(w),
 			StartedAt: w.startedAt.UnixMilli(), Status: w.status,
-			ToolUseCount: w.toolUses, TokenCount: 0,
+			ToolUseCount: w.toolUses, TokenCount: w.tokens.total(),
 		}
 		if !w.endedAt.IsZero() {
 			entry.CompletedAt = w.endedAt.UnixMilli()
@@ -205,4 +199,35 @@ func (e *Engine) analyticsLocked(now time.Time) *protocol.FleetAnalytics {
 		a.WorkerTimeline = append(a.WorkerTimeline, entry)
 	}
 	return a
+}
+
+// agentTypeLocked is the provider behind w.
+func (e *Engine) agentTypeLocked(w *worker) string {
+	if w.provider != "" {
+		return w.provider
+	}
+	return e.cfg.Provider.Name()
+}
+
+// state is the account as fleetState.tokens: every count is known (zero
+// included); context fields only once an agent reported them.
+func (t tokens) state() *protocol.FleetTokenState {
+	s := &protocol.FleetTokenState{
+		InputTokens:      protocol.Int(t.input),
+		OutputTokens:     protocol.Int(t.output),
+		TotalTokens:      protocol.Int(t.total()),
+		CacheReadTokens:  protocol.Int(t.cacheRead),
+		CacheWriteTokens: protocol.Int(t.cacheWrite),
+	}
+	if t.contextTokens > 0 {
+		s.ContextTokens = protocol.Int(t.contextTokens)
+	}
+	if t.contextWindow > 0 {
+		s.ContextLimit = protocol.Int(t.contextWindow)
+		if t.contextTokens > 0 {
+			pct := float64(t.contextTokens) * 100 / float64(t.contextWindow)
+			s.ContextPercent = &pct
+		}
+	}
+	return s
 }

@@ -36,19 +36,24 @@ type FileChange struct {
 	Path         string // relative to the fleet's cwd
 	AbsolutePath string // the file in the worker's workspace
 	Type         protocol.ChangeType
+	Tool         string // the tool that made it; "" is the shell
 }
 
 // workspaceTimeout bounds the git work around one task.
 const workspaceTimeout = 2 * time.Minute
 
-// publishChangesLocked sends one fileChange event for a command's changes.
-func (e *Engine) publishChanges(w *worker, tool string, changes []FileChange) {
+// publishChanges sends one fileChange event for a turn's changes.
+func (e *Engine) publishChanges(w *worker, changes []FileChange) {
 	if len(changes) == 0 {
 		return
 	}
 	now := nowMs()
 	m := &protocol.FileChange{Ts: now, Changes: make([]protocol.FileChangeEntry, 0, len(changes))}
 	for _, c := range changes {
+		tool := c.Tool
+		if tool == "" {
+			tool = "shell"
+		}
 		m.Changes = append(m.Changes, protocol.FileChangeEntry{
 			Path: c.Path, AbsolutePath: c.AbsolutePath, Agent: w.id, Tool: tool, ChangeType: c.Type, Ts: now,
 		})

@@ -30,6 +30,10 @@ func appendTranscript(dst []byte, m *Transcript) ([]byte, error) {
 		dst = append(dst, `,"stream":`...)
 		dst = appendJSONString(dst, string(m.Stream))
 	}
+	if m.Kind != "" {
+		dst = append(dst, `,"kind":`...)
+		dst = appendJSONString(dst, m.Kind)
+	}
 	dst = append(dst, '}')
 	if len(dst)-start > MaxFrameSize {
 		return dst[:start], ErrFrameTooLarge

@@ -91,6 +91,9 @@ type ToolCall struct {
 	Result     string `json:"result,omitempty"`
 	IsError    *bool  `json:"isError,omitempty"`
 	DurationMs *int64 `json:"durationMs,omitempty"`
+	// ToolCallID is an extension (docs/protocol-decisions.md): the agent
+	// CLI's id for the call, the same on its start and complete events.
+	ToolCallID string `json:"toolCallId,omitempty"`
 }
 
 // MessageType returns TypeToolCall.

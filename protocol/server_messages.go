@@ -182,7 +182,13 @@ type Transcript struct {
 	// command wrote to stderr, "stdout" or empty otherwise. Consumers that do
 	// not know it ignore it.
 	Stream Stream `json:"stream,omitempty"`
+	// Kind is an extension (docs/protocol-decisions.md): "reasoning" for
+	// an agent's visible reasoning, empty otherwise.
+	Kind string `json:"kind,omitempty"`
 }
+
+// TranscriptReasoning is Transcript.Kind for an agent's reasoning.
+const TranscriptReasoning = "reasoning"
 
 // MessageType returns TypeTranscript.
 func (Transcript) MessageType() string { return TypeTranscript }

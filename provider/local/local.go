@@ -46,31 +46,128 @@ const (
 type Provider struct {
 	// Shell is the shell binary; default "sh".
 	Shell string
+	// Policy, when set, makes a command that matches it wait for the
+	// operator's confirm before it starts. Native sessions leave it nil:
+	// their root approves such tasks before they are admitted.
+	Policy *provider.Policy
 }
 
 func (p *Provider) Name() string { return "local" }
 
-// Run runs t.Prompt with `sh -c`. See the package comment.
-func (p *Provider) Run(ctx context.Context, t provider.Task, h provider.Host) provider.Result {
+// Start returns a session whose turns are shell commands run in spec.Dir.
+// Nothing runs between turns, so there is no process to start.
+func (p *Provider) Start(ctx context.Context, spec provider.Spec, h provider.Host) (provider.Session, error) {
 	shell := p.Shell
 	if shell == "" {
 		shell = "sh"
 	}
+	return &session{p: p, shell: shell, spec: spec, h: h, done: make(chan struct{})}, nil
+}
+
+// session runs one command per turn; see the package comment.
+type session struct {
+	p     *Provider
+	shell string
+	spec  provider.Spec
+	h     provider.Host
+
+	mu     sync.Mutex
+	turn   context.CancelCauseFunc // the running turn's; nil between turns
+	turnWG sync.WaitGroup
+	closed bool
+	done   chan struct{}
+}
+
+var errInterrupted = errors.New("interrupted")
+
+// Send runs t.Text with `sh -c` on a goroutine of its own; the turn ends
+// with TurnEnded once the command and its process group are gone.
+func (s *session) Send(_ context.Context, t provider.Turn) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	switch {
+	case s.closed:
+		return provider.ErrClosed
+	case s.turn != nil:
+		return provider.ErrBusy
+	}
+	ctx, cancel := context.WithCancelCause(context.Background())
+	s.turn = cancel
+	s.turnWG.Add(1)
+	go func() {
+		defer s.turnWG.Done()
+		res := s.runTurn(ctx, t.Text)
+		s.mu.Lock()
+		s.turn = nil
+		s.mu.Unlock()
+		cancel(nil)
+		s.h.Event(res)
+	}()
+	return nil
+}
+
+// Interrupt kills the running command's process group.
+func (s *session) Interrupt(context.Context) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.turn != nil {
+		s.turn(errInterrupted)
+	}
+	return nil
+}
+
+func (s *session) ResumeID() string { return "" }
+
+// Close interrupts a running command and waits for its turn to end.
+func (s *session) Close() error {
+	s.mu.Lock()
+	if s.turn != nil {
+		s.turn(errInterrupted)
+	}
+	first := !s.closed
+	s.closed = true
+	s.mu.Unlock()
+	s.turnWG.Wait()
+	if first {
+		close(s.done)
+	}
+	return nil
+}
+
+func (s *session) Done() <-chan struct{} { return s.done }
+func (s *session) Err() error            { return nil }
+
+// runTurn asks for a confirm when the policy wants one, runs the command as
+// one "shell" tool call, and says how it ended.
+func (s *session) runTurn(ctx context.Context, command string) provider.TurnEnded {
+	h := s.h
+	if pattern := s.p.Policy.Match(command); pattern != "" {
+		approved, err := h.Confirm(ctx, fmt.Sprintf("Run `%s`? It matches the confirm policy (%s).", command, pattern))
+		switch {
+		case ctx.Err() != nil:
+			return provider.TurnEnded{ExitCode: -1, Interrupted: true, Err: fmt.Errorf("cancelled: %w", context.Cause(ctx))}
+		case err != nil:
+			return provider.TurnEnded{ExitCode: -1, Err: errors.New("not started: the confirm ended without an answer")}
+		case !approved:
+			return provider.TurnEnded{ExitCode: -1, Err: errors.New("not started: denied by the operator")}
+		}
+	}
 	start := time.Now()
-	h.ToolStart(provider.ToolCall{
-		ID:     t.ID,
+	id := s.spec.Agent
+	h.Event(provider.ToolStarted{
+		ID:     id,
 		Name:   "shell",
-		Detail: t.Prompt,
-		Input:  map[string]any{"command": t.Prompt, "cwd": t.Dir},
+		Detail: command,
+		Input:  map[string]any{"command": command, "cwd": s.spec.Dir},
 	})
 	tail := &tailBuffer{}
-	res := p.run(ctx, shell, t, h, tail)
+	res := run(ctx, s.shell, command, s.spec, h, tail)
 	result := tail.String()
 	if res.Err != nil && result == "" {
 		result = res.Err.Error()
 	}
-	h.ToolComplete(provider.ToolResult{
-		ID:       t.ID,
+	h.Event(provider.ToolCompleted{
+		ID:       id,
 		Name:     "shell",
 		Result:   result,
 		IsError:  res.Err != nil,
@@ -79,21 +176,21 @@ func (p *Provider) Run(ctx context.Context, t provider.Task, h provider.Host) pr
 	return res
 }
 
-func (p *Provider) run(ctx context.Context, shell string, t provider.Task, h provider.Host, tail *tailBuffer) provider.Result {
-	cmd := exec.Command(shell, "-c", t.Prompt)
-	cmd.Dir = t.Dir
-	cmd.Env = t.Env
+func run(ctx context.Context, shell, command string, spec provider.Spec, h provider.Host, tail *tailBuffer) provider.TurnEnded {
+	cmd := exec.Command(shell, "-c", command)
+	cmd.Dir = spec.Dir
+	cmd.Env = spec.Env
 	setProcessGroup(cmd)
 
 	stdinR, stdinW, err := os.Pipe()
 	if err != nil {
-		return provider.Result{ExitCode: -1, Err: fmt.Errorf("create stdin pipe: %w", err)}
+		return provider.TurnEnded{ExitCode: -1, Err: fmt.Errorf("create stdin pipe: %w", err)}
 	}
 	outR, outW, err := os.Pipe()
 	if err != nil {
 		stdinR.Close()
 		stdinW.Close()
-		return provider.Result{ExitCode: -1, Err: fmt.Errorf("create stdout pipe: %w", err)}
+		return provider.TurnEnded{ExitCode: -1, Err: fmt.Errorf("create stdout pipe: %w", err)}
 	}
 	errR, errW, err := os.Pipe()
 	if err != nil {
@@ -101,7 +198,7 @@ func (p *Provider) run(ctx context.Context, shell string, t provider.Task, h pro
 		stdinW.Close()
 		outR.Close()
 		outW.Close()
-		return provider.Result{ExitCode: -1, Err: fmt.Errorf("create stderr pipe: %w", err)}
+		return provider.TurnEnded{ExitCode: -1, Err: fmt.Errorf("create stderr pipe: %w", err)}
 	}
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = stdinR, outW, errW
 	startErr := cmd.Start()
@@ -113,7 +210,7 @@ func (p *Provider) run(ctx context.Context, shell string, t provider.Task, h pro
 		stdinW.Close()
 		outR.Close()
 		errR.Close()
-		return provider.Result{ExitCode: -1, Err: fmt.Errorf("start %s: %w", shell, startErr)}
+		return provider.TurnEnded{ExitCode: -1, Err: fmt.Errorf("start %s: %w", shell, startErr)}
 	}
 
 	in := &stdin{w: stdinW}
@@ -131,14 +228,14 @@ func (p *Provider) run(ctx context.Context, shell string, t provider.Task, h pro
 			for i, line := range lines {
 				if isWorkflow(line) {
 					if from < i {
-						h.Output(provider.Stdout, lines[from:i])
+						h.Event(provider.Output{Stream: provider.Stdout, Lines: lines[from:i]})
 					}
 					workflowLine(runCtx, line, h, in)
 					from = i + 1
 				}
 			}
 			if from < len(lines) {
-				h.Output(provider.Stdout, lines[from:])
+				h.Event(provider.Output{Stream: provider.Stdout, Lines: lines[from:]})
 			}
 		})
 	}()
@@ -146,7 +243,7 @@ func (p *Provider) run(ctx context.Context, shell string, t provider.Task, h pro
 		defer readers.Done()
 		readLines(errR, func(lines []string) {
 			tail.add(lines)
-			h.Output(provider.Stderr, lines)
+			h.Event(provider.Output{Stream: provider.Stderr, Lines: lines})
 		})
 	}()
 
@@ -173,7 +270,7 @@ func (p *Provider) run(ctx context.Context, shell string, t provider.Task, h pro
 	case <-drained:
 	case <-time.After(drainGrace):
 		// A child outside the group still holds the pipe: stop reading.
-		h.Note("output still open after the command ended; stopped reading it")
+		h.Event(provider.Note{Text: "output still open after the command ended; stopped reading it"})
 	}
 	outR.Close()
 	errR.Close()
@@ -182,18 +279,18 @@ func (p *Provider) run(ctx context.Context, shell string, t provider.Task, h pro
 	code := cmd.ProcessState.ExitCode()
 	switch {
 	case cancelled:
-		return provider.Result{ExitCode: code, Err: fmt.Errorf("cancelled: %w", context.Cause(ctx))}
+		return provider.TurnEnded{ExitCode: code, Interrupted: true, Err: fmt.Errorf("cancelled: %w", context.Cause(ctx))}
 	case waitErr != nil:
 		var ee *exec.ExitError
 		if errors.As(waitErr, &ee) {
 			if code == 127 {
-				return provider.Result{ExitCode: code, Err: fmt.Errorf("exit status 127 (command not found)")}
+				return provider.TurnEnded{ExitCode: code, Err: fmt.Errorf("exit status 127 (command not found)")}
 			}
-			return provider.Result{ExitCode: code, Err: fmt.Errorf("%s", ee.ProcessState.String())}
+			return provider.TurnEnded{ExitCode: code, Err: fmt.Errorf("%s", ee.ProcessState.String())}
 		}
-		return provider.Result{ExitCode: code, Err: waitErr}
+		return provider.TurnEnded{ExitCode: code, Err: waitErr}
 	}
-	return provider.Result{ExitCode: code}
+	return provider.TurnEnded{ExitCode: code}
 }
 
 // readBuf is how much output one read takes in: a pipe's default size.
@@ -324,7 +421,7 @@ func workflowLine(ctx context.Context, line string, h provider.Host, in *stdin) 
 	case strings.HasPrefix(line, askPrefix):
 		q, err := parseAsk(line[len(askPrefix):])
 		if err != nil {
-			h.Note(fmt.Sprintf("malformed %s line (%v); closing the command's stdin", askPrefix, err))
+			h.Event(provider.Note{Text: fmt.Sprintf("malformed %s line (%v); closing the command's stdin", askPrefix, err)})
 			in.close()
 			return
 		}

@@ -24,24 +24,32 @@ type fakeHost struct {
 	mu      sync.Mutex
 	lines   []string
 	notes   []string
-	results []provider.ToolResult
+	results []provider.ToolCompleted
 	answer  string
 	confirm bool
+	ended   chan provider.TurnEnded // set by runIn
 }
 
-func (h *fakeHost) Output(s provider.Stream, lines []string) {
+func (h *fakeHost) Event(ev provider.Event) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	for _, line := range lines {
-		h.lines = append(h.lines, string(s)+":"+line)
+	switch ev := ev.(type) {
+	case provider.Output:
+		for _, line := range ev.Lines {
+			h.lines = append(h.lines, string(ev.Stream)+":"+line)
+		}
+	case provider.Note:
+		h.notes = append(h.notes, ev.Text)
+	case provider.ToolCompleted:
+		h.results = append(h.results, ev)
+	case provider.TurnEnded:
+		if h.ended != nil {
+			h.ended <- ev
+		}
 	}
 }
-func (h *fakeHost) Note(text string)            { h.mu.Lock(); h.notes = append(h.notes, text); h.mu.Unlock() }
-func (h *fakeHost) ToolStart(provider.ToolCall) {}
-func (h *fakeHost) ToolComplete(r provider.ToolResult) {
-	h.mu.Lock()
-	h.results = append(h.results, r)
-	h.mu.Unlock()
+func (h *fakeHost) Permission(context.Context, provider.PermissionRequest) (provider.Decision, error) {
+	return provider.Decision{}, provider.ErrNoAnswer
 }
 func (h *fakeHost) Ask(ctx context.Context, q provider.Question) (string, error) {
 	if h.answer == "" {
@@ -51,15 +59,42 @@ func (h *fakeHost) Ask(ctx context.Context, q provider.Question) (string, error)
 }
 func (h *fakeHost) Confirm(ctx context.Context, summary string) (bool, error) { return h.confirm, nil }
 
-func run(t *testing.T, cmd string, h *fakeHost) provider.Result {
+func runCmd(t *testing.T, cmd string, h *fakeHost) provider.TurnEnded {
 	t.Helper()
-	p := &Provider{}
-	return p.Run(context.Background(), provider.Task{ID: "t1", Prompt: cmd, Dir: t.TempDir()}, h)
+	return runIn(t, context.Background(), &Provider{}, cmd, h, h)
+}
+
+// runIn runs cmd as one turn of a session reporting to host (which embeds
+// or is fh) and returns how it ended; cancelling ctx interrupts it.
+func runIn(t *testing.T, ctx context.Context, p *Provider, cmd string, fh *fakeHost, host provider.Host) provider.TurnEnded {
+	t.Helper()
+	fh.ended = make(chan provider.TurnEnded, 1)
+	s, err := p.Start(context.Background(), provider.Spec{Agent: "w1", Dir: t.TempDir()}, host)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if err := s.Send(context.Background(), provider.Turn{Text: cmd}); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case res := <-fh.ended:
+		return res
+	case <-ctx.Done():
+		s.Interrupt(context.Background())
+	}
+	select {
+	case res := <-fh.ended:
+		return res
+	case <-time.After(time.Minute):
+		t.Fatal("the turn did not end a minute after an interrupt")
+		return provider.TurnEnded{}
+	}
 }
 
 func TestOutputLinesExactlyAsPrinted(t *testing.T) {
 	h := &fakeHost{}
-	res := run(t, `printf 'a\n\n  b  \nno newline'; printf 'e\n' >&2`, h)
+	res := runCmd(t, `printf 'a\n\n  b  \nno newline'; printf 'e\n' >&2`, h)
 	if res.Err != nil {
 		t.Fatal(res.Err)
 	}
@@ -73,7 +108,7 @@ func TestOutputLinesExactlyAsPrinted(t *testing.T) {
 
 func TestExitCodeAndResultTail(t *testing.T) {
 	h := &fakeHost{}
-	res := run(t, `seq 1 2000; exit 3`, h)
+	res := runCmd(t, `seq 1 2000; exit 3`, h)
 	if res.ExitCode != 3 || res.Err == nil {
 		t.Fatalf("%+v", res)
 	}
@@ -85,7 +120,7 @@ func TestExitCodeAndResultTail(t *testing.T) {
 
 func TestWorkflowLines(t *testing.T) {
 	h := &fakeHost{answer: "prod", confirm: true}
-	run(t, `echo '::ask::{"question":"env?"}'; read a; echo "a=$a"; echo '::confirm::sure?'; read c; echo "c=$c"`, h)
+	runCmd(t, `echo '::ask::{"question":"env?"}'; read a; echo "a=$a"; echo '::confirm::sure?'; read c; echo "c=$c"`, h)
 	got := strings.Join(h.lines, "|")
 	if got != "stdout:a=prod|stdout:c=yes" {
 		t.Fatalf("%q", got)
@@ -94,7 +129,7 @@ func TestWorkflowLines(t *testing.T) {
 
 func TestMalformedAskClosesStdin(t *testing.T) {
 	h := &fakeHost{answer: "x"}
-	run(t, `echo '::ask::{nope'; if read a; then echo "read"; else echo eof; fi`, h)
+	runCmd(t, `echo '::ask::{nope'; if read a; then echo "read"; else echo eof; fi`, h)
 	if strings.Join(h.lines, "|") != "stdout:eof" || len(h.notes) != 1 || !strings.Contains(h.notes[0], "malformed") {
 		t.Fatalf("lines %q notes %q", h.lines, h.notes)
 	}
@@ -221,7 +256,7 @@ func TestOutputComesInBatches(t *testing.T) {
 	h := &countingHost{fakeHost: fakeHost{confirm: true}}
 	script := `i=0; while [ $i -lt 2000 ]; do echo "line $i"; i=$((i+1)); done > out.txt
 cat out.txt; echo '::confirm::go on?'; read a; echo "got $a"; cat out.txt`
-	res := (&Provider{}).Run(context.Background(), provider.Task{ID: "t1", Prompt: script, Dir: t.TempDir()}, h)
+	res := runIn(t, context.Background(), &Provider{}, script, &h.fakeHost, h)
 	if res.Err != nil {
 		t.Fatal(res.Err)
 	}
@@ -239,11 +274,13 @@ type countingHost struct {
 	calls int
 }
 
-func (h *countingHost) Output(s provider.Stream, lines []string) {
-	h.mu.Lock()
-	h.calls++
-	h.mu.Unlock()
-	h.fakeHost.Output(s, lines)
+func (h *countingHost) Event(ev provider.Event) {
+	if _, ok := ev.(provider.Output); ok {
+		h.mu.Lock()
+		h.calls++
+		h.mu.Unlock()
+	}
+	h.fakeHost.Event(ev)
 }
 
 func TestCancelStopsEverything(t *testing.T) {
@@ -252,7 +289,7 @@ func TestCancelStopsEverything(t *testing.T) {
 	time.AfterFunc(100*time.Millisecond, cancel)
 	start := time.Now()
 	// The background child keeps the stdout pipe open; the group kill ends it.
-	res := (&Provider{}).Run(ctx, provider.Task{ID: "t", Prompt: "sleep 30 & sleep 30", Dir: t.TempDir()}, h)
+	res := runIn(t, ctx, &Provider{}, "sleep 30 & sleep 30", h, h)
 	if res.Err == nil || !strings.Contains(res.Err.Error(), "cancelled") {
 		t.Fatalf("%+v", res)
 	}

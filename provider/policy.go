@@ -1,8 +1,10 @@
-package engine
+package provider
 
 import (
+	"encoding/json"
 	"fmt"
 	"regexp"
+	"strings"
 )
 
 // DefaultConfirmPatterns are the commands that need an operator's confirm
@@ -19,7 +21,10 @@ var DefaultConfirmPatterns = []string{
 	`\bdd\s+.*\bof=`,
 }
 
-// Policy decides which commands need a confirm before they start.
+// Policy decides which commands, and which agent tool requests, need an
+// operator's confirm before they run: the local provider asks before a
+// matching shell command, and the engine marks matching agent permission
+// requests (and, in native sessions, holds matching tasks for approval).
 type Policy struct {
 	patterns []*regexp.Regexp
 	sources  []string
@@ -51,4 +56,33 @@ func (p *Policy) Match(command string) string {
 		}
 	}
 	return ""
+}
+
+// MatchTool returns the first pattern an agent tool request matches, or "":
+// the patterns are matched against the tool's command (command, cmd) or
+// path (file_path, path) input, and against "TOOL INPUT-JSON" otherwise.
+func (p *Policy) MatchTool(tool string, input map[string]any) string {
+	if p == nil {
+		return ""
+	}
+	for _, k := range []string{"command", "cmd", "fullCommandText"} {
+		switch v := input[k].(type) {
+		case string:
+			if m := p.Match(v); m != "" {
+				return m
+			}
+		case []any:
+			parts := make([]string, 0, len(v))
+			for _, a := range v {
+				if s, ok := a.(string); ok {
+					parts = append(parts, s)
+				}
+			}
+			if m := p.Match(strings.Join(parts, " ")); m != "" {
+				return m
+			}
+		}
+	}
+	b, _ := json.Marshal(input)
+	return p.Match(tool + " " + string(b))
 }

@@ -1,0 +1,651 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+	"unicode/utf8"
+
+	"github.com/agents-fleet/fleet/protocol"
+	"github.com/agents-fleet/fleet/provider"
+)
+
+// resultChars is how much of a tool's result a toolCall carries (the
+// protocol's bound).
+const resultChars = 2000
+
+// interruptGrace bounds how long a turn may take to end after the CLI was
+// asked to interrupt it; then the session is closed (its whole process
+// tree killed) and the turn counts as ended.
+const interruptGrace = 30 * time.Second
+
+// run carries a task out on its worker: prepare the workspace, start an
+// agent session through the worker's provider, send it the task, wait for
+// the turn to end, and report the files it changed. It runs without e.mu.
+func (e *Engine) run(ctx context.Context, h *host) provider.TurnEnded {
+	w, t := h.w, h.t
+	dir := e.cfg.Cwd
+	var track func(context.Context) (func(context.Context) ([]FileChange, error), error)
+	if e.cfg.Workspaces != nil {
+		pctx, cancel := context.WithTimeout(ctx, workspaceTimeout)
+		ws, err := e.cfg.Workspaces.Prepare(pctx, w.id)
+		cancel()
+		if err != nil {
+			return provider.TurnEnded{ExitCode: -1, Err: fmt.Errorf("prepare workspace: %w", err)}
+		}
+		e.mu.Lock()
+		w.worktreePath, w.branch, w.baseCommit, w.dir = ws.WorktreePath, ws.Branch, ws.BaseCommit, ws.Dir
+		e.saveWorkerLocked(w)
+		e.changedLocked()
+		e.mu.Unlock()
+		for _, warn := range ws.Warnings {
+			h.Event(provider.Note{Text: warn})
+		}
+		dir, track = ws.Dir, ws.Track
+	} else {
+		e.mu.Lock()
+		w.dir = dir
+		e.mu.Unlock()
+	}
+	var finish func(context.Context) ([]FileChange, error)
+	if track != nil {
+		var err error
+		if finish, err = track(ctx); err != nil {
+			h.Event(provider.Note{Text: "file changes are not tracked for this task: " + err.Error()})
+		}
+	}
+	res := e.runTurn(ctx, h, dir, t.command)
+	if finish != nil {
+		// Changes are collected even after a cancel: they happened.
+		fctx, cancel := context.WithTimeout(context.Background(), workspaceTimeout)
+		changes, err := finish(fctx)
+		cancel()
+		if err != nil {
+			h.Event(provider.Note{Text: "could not collect file changes: " + err.Error()})
+		}
+		e.publishChanges(w, h.attribute(changes))
+	} else {
+		e.publishChanges(w, h.unconfirmedEdits(e.cfg.Cwd))
+	}
+	return res
+}
+
+// runTurn starts (or resumes) the worker's agent session, sends it text,
+// and waits for the turn to end, the session to die, the task to be
+// cancelled, or the agent to stall. The session is closed before it
+// returns: a settled worker keeps nothing running.
+func (e *Engine) runTurn(ctx context.Context, h *host, dir, text string) provider.TurnEnded {
+	w := h.w
+	e.mu.Lock()
+	prov := e.providerLocked(w.provider)
+	spec := provider.Spec{
+		Agent: w.id, Role: provider.RoleWorker, Dir: dir, Env: e.agentEnv(w.id, h.taskID()),
+		Model: w.model, ResumeID: w.agentSession,
+	}
+	e.mu.Unlock()
+	if prov == nil {
+		return provider.TurnEnded{ExitCode: -1, Err: fmt.Errorf("no provider %q is configured", w.provider)}
+	}
+	sctx, cancel := context.WithTimeout(ctx, sessionStartTimeout)
+	sess, err := prov.Start(sctx, spec, h)
+	cancel()
+	if err != nil {
+		if ctx.Err() != nil {
+			return provider.TurnEnded{ExitCode: -1, Interrupted: true, Err: fmt.Errorf("cancelled: %w", context.Cause(ctx))}
+		}
+		return provider.TurnEnded{ExitCode: -1, Err: fmt.Errorf("start %s: %w", prov.Name(), err)}
+	}
+	defer sess.Close()
+	if err := sess.Send(ctx, provider.Turn{Text: text}); err != nil {
+		return provider.TurnEnded{ExitCode: -1, Err: fmt.Errorf("send the task to %s: %w", prov.Name(), err)}
+	}
+	return e.awaitTurn(ctx, h, sess)
+}
+
+// sessionStartTimeout bounds a provider's Start (a CLI that never
+// initialises).
+const sessionStartTimeout = 2 * time.Minute
+
+// awaitTurn waits for the turn sent to sess to end.
+func (e *Engine) awaitTurn(ctx context.Context, h *host, sess provider.Session) provider.TurnEnded {
+	var stall <-chan time.Time
+	if e.cfg.StallTimeout > 0 {
+		tick := time.NewTicker(min(e.cfg.StallTimeout/4+time.Millisecond, 5*time.Second))
+		defer tick.Stop()
+		stall = tick.C
+	}
+	for {
+		select {
+		case res := <-h.turns:
+			return res
+		case <-sess.Done():
+			select {
+			case res := <-h.turns:
+				return res
+			default:
+			}
+			err := sess.Err()
+			if err == nil {
+				err = errors.New("the agent session ended before the turn did")
+			}
+			return provider.TurnEnded{ExitCode: -1, Err: err}
+		case <-ctx.Done():
+			res := e.interruptTurn(h, sess)
+			res.Interrupted = true
+			res.Err = fmt.Errorf("cancelled: %w", context.Cause(ctx))
+			return res
+		case <-stall:
+			idle := time.Since(time.UnixMilli(h.lastActivity()))
+			if h.waiting() || idle < e.cfg.StallTimeout {
+				continue
+			}
+			res := e.interruptTurn(h, sess)
+			res.Err = fmt.Errorf("the agent stalled: no output for %s (limits.agentStallTimeoutMs)", idle.Round(time.Second))
+			return res
+		}
+	}
+}
+
+// interruptTurn asks the CLI to stop the turn and waits, bounded, for it.
+func (e *Engine) interruptTurn(h *host, sess provider.Session) provider.TurnEnded {
+	ictx, cancel := context.WithTimeout(context.Background(), interruptGrace)
+	defer cancel()
+	_ = sess.Interrupt(ictx)
+	select {
+	case res := <-h.turns:
+		return res
+	case <-sess.Done():
+	case <-ictx.Done():
+	}
+	_ = sess.Close()
+	select {
+	case res := <-h.turns:
+		return res
+	default:
+		return provider.TurnEnded{ExitCode: -1}
+	}
+}
+
+// agentEnv is the environment of an agent's CLI: the daemon's own plus
+// the fleet's markers (provider.SessionEnv).
+func (e *Engine) agentEnv(agent, taskID string) []string {
+	env := e.cfg.Env
+	if env == nil {
+		env = os.Environ()
+	}
+	env = append(slices.Clip(env), provider.SessionEnv+"="+e.cfg.SessionID, "AGENTS_FLEET_WORKER="+agent)
+	if taskID != "" {
+		env = append(env, "AGENTS_FLEET_TASK="+taskID)
+	}
+	return env
+}
+
+// providerLocked returns the provider called name, or the default one.
+func (e *Engine) providerLocked(name string) provider.Provider {
+	if name == "" || name == e.cfg.Provider.Name() {
+		return e.cfg.Provider
+	}
+	return e.cfg.Providers[name]
+}
+
+// host is the provider.Host of one agent session: a worker's (w and t set)
+// or the coordinator's (both nil).
+type host struct {
+	e     *Engine
+	w     *worker
+	t     *task
+	agent string                  // "w3" or "coordinator"
+	ctx   context.Context         // the task's: ends when it is cancelled
+	turns chan provider.TurnEnded // cap 1: the current turn's end
+
+	mu       sync.Mutex
+	started  map[string]time.Time // tool call id → start, to measure durations
+	edits    map[string]string    // absolute path → the tool that edited it
+	order    []string             // edited paths in first-edit order
+	blocked  int                  // requests waiting for the operator
+	activity int64                // epoch ms, the coordinator's (workers use w.lastActivity)
+}
+
+func newHost(e *Engine, w *worker, t *task, ctx context.Context) *host {
+	agent := coordinatorAgent
+	if w != nil {
+		agent = w.id
+	}
+	return &host{e: e, w: w, t: t, agent: agent, ctx: ctx, turns: make(chan provider.TurnEnded, 1),
+		started: make(map[string]time.Time), edits: make(map[string]string)}
+}
+
+func (h *host) taskID() string {
+	if h.t == nil {
+		return ""
+	}
+	return h.t.id
+}
+
+func (h *host) touch(now int64) {
+	if h.w != nil {
+		h.w.lastActivity.Store(now)
+		return
+	}
+	h.mu.Lock()
+	h.activity = now
+	h.mu.Unlock()
+}
+
+func (h *host) lastActivity() int64 {
+	if h.w != nil {
+		return h.w.lastActivity.Load()
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.activity
+}
+
+// waiting reports whether the agent is blocked on the operator (a stall
+// then is the operator's, not the agent's).
+func (h *host) waiting() bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.blocked > 0
+}
+
+// outputGroup bounds the lines published between two Throttle calls, so
+// a read full of short lines cannot run far past a client's soft bound.
+const (
+	outputGroupLines = 128
+	outputGroupBytes = 32 << 10
+)
+
+// Event handles one event of the session; see provider.Event.
+func (h *host) Event(ev provider.Event) {
+	e := h.e
+	switch ev := ev.(type) {
+	case provider.Output:
+		h.output(ev.Stream, ev.Lines)
+	case provider.Text:
+		now := nowMs()
+		h.touch(now)
+		if strings.TrimSpace(ev.Text) == "" {
+			return
+		}
+		m := &protocol.Transcript{Role: protocol.RoleAssistant, Text: ev.Text, Agent: h.agent, Ts: now}
+		if ev.Reasoning {
+			m.Kind = protocol.TranscriptReasoning
+		}
+		e.pub.Broadcast(m)
+	case provider.Note:
+		e.pub.Broadcast(&protocol.Transcript{Role: protocol.RoleSystem, Text: ev.Text, Agent: h.agent, Ts: nowMs()})
+	case provider.ToolStarted:
+		h.mu.Lock()
+		h.started[ev.ID] = time.Now()
+		h.mu.Unlock()
+		e.toolStarted(h, ev)
+	case provider.ToolCompleted:
+		h.mu.Lock()
+		if ev.Duration == 0 {
+			if at, ok := h.started[ev.ID]; ok {
+				ev.Duration = time.Since(at)
+			}
+		}
+		delete(h.started, ev.ID)
+		h.mu.Unlock()
+		e.toolCompleted(h, ev)
+	case provider.FileEdited:
+		h.touch(nowMs())
+		p := ev.Path
+		if !filepath.IsAbs(p) && h.w != nil {
+			e.mu.Lock()
+			p = filepath.Join(h.w.dir, p)
+			e.mu.Unlock()
+		}
+		p = filepath.Clean(p)
+		h.mu.Lock()
+		if _, ok := h.edits[p]; !ok {
+			h.order = append(h.order, p)
+		}
+		h.edits[p] = ev.Tool
+		h.mu.Unlock()
+	case provider.Usage:
+		h.touch(nowMs())
+		e.addUsage(h, ev)
+	case provider.SessionStarted:
+		h.touch(nowMs())
+		e.sessionStarted(h, ev)
+	case provider.TurnEnded:
+		h.touch(nowMs())
+		select {
+		case h.turns <- ev:
+		default:
+			e.log.Warn("a provider ended a turn twice; the second end is ignored", "agent", h.agent)
+		}
+	default:
+		e.log.Warn("unknown provider event", "type", fmt.Sprintf("%T", ev))
+	}
+}
+
+// output publishes raw process output as role "tool" lines, in groups
+// that Throttle can hold back.
+func (h *host) output(stream provider.Stream, lines []string) {
+	now := nowMs() // the lines of one read arrived together
+	h.touch(now)
+	var st protocol.Stream
+	if stream == provider.Stderr {
+		st = protocol.StreamStderr
+	}
+	ctx := h.ctx
+	for len(lines) > 0 {
+		n, size := 0, 0
+		for n < len(lines) && n < outputGroupLines && size < outputGroupBytes {
+			size += len(lines[n])
+			n++
+		}
+		if h.e.cfg.Throttle != nil {
+			h.e.cfg.Throttle(ctx)
+		}
+		// One allocation for the group's events, not one a line.
+		ts := make([]protocol.Transcript, n)
+		ms := make([]protocol.Message, n)
+		for i, line := range lines[:n] {
+			ts[i] = protocol.Transcript{Role: protocol.RoleTool, Text: line, Agent: h.agent, Ts: now, Stream: st}
+			ms[i] = &ts[i]
+		}
+		h.e.publishBatch(ms)
+		lines = lines[n:]
+	}
+}
+
+func (e *Engine) toolStarted(h *host, c provider.ToolStarted) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	now := nowMs()
+	h.touch(now)
+	if w := h.w; w != nil {
+		w.toolUses++
+		w.lastTool = c.Name + ": " + oneLine(c.Detail, 200)
+		w.toolCounts = bumpTool(w.toolCounts, c.Name)
+	}
+	st := e.tools[c.Name]
+	if st == nil {
+		st = &toolStat{}
+		e.tools[c.Name] = st
+	}
+	st.count++
+	st.lastUsed = now
+	e.changedLocked()
+	e.pub.Broadcast(&protocol.ToolCall{
+		Agent: h.agent, Tool: c.Name, Phase: protocol.PhaseStart, Ts: now,
+		AgentName: h.agent, Detail: c.Detail, Input: c.Input, ToolCallID: c.ID,
+	})
+}
+
+func (e *Engine) toolCompleted(h *host, r provider.ToolCompleted) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	now := nowMs()
+	h.touch(now)
+	e.changedLocked()
+	e.pub.Broadcast(&protocol.ToolCall{
+		Agent: h.agent, Tool: r.Name, Phase: protocol.PhaseComplete, Ts: now,
+		AgentName: h.agent, Result: truncateRunes(r.Result, resultChars), IsError: protocol.Bool(r.IsError),
+		DurationMs: protocol.Int(r.Duration.Milliseconds()), ToolCallID: r.ID,
+	})
+}
+
+func (e *Engine) addUsage(h *host, u provider.Usage) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	tok := &e.coordTokens
+	if h.w != nil {
+		tok = &h.w.tokens
+	}
+	tok.add(u)
+	e.sessionTokens.add(u)
+	if h.w != nil {
+		e.saveWorkerLocked(h.w)
+	}
+	e.changedLocked()
+}
+
+func (e *Engine) sessionStarted(h *host, s provider.SessionStarted) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if h.w == nil {
+		if s.ID != "" && s.ID != e.coordSession {
+			e.coordSession = s.ID
+		}
+		if s.Model != "" {
+			e.coordModel = s.Model
+		}
+		e.changedLocked()
+		return
+	}
+	changed := false
+	if s.ID != "" && s.ID != h.w.agentSession {
+		h.w.agentSession, changed = s.ID, true
+	}
+	if s.Model != "" && s.Model != h.w.model {
+		h.w.model, changed = s.Model, true
+	}
+	if changed {
+		e.saveWorkerLocked(h.w)
+		e.changedLocked()
+	}
+}
+
+// attribute names the tool of each change the worktree diff found: the
+// agent tool that reported editing the file, else the shell (a command
+// wrote it). Reported edits the diff does not show are not published:
+// the diff is the truth.
+func (h *host) attribute(changes []FileChange) []FileChange {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for i := range changes {
+		if tool, ok := h.edits[filepath.Clean(changes[i].AbsolutePath)]; ok && tool != "" {
+			changes[i].Tool = tool
+		}
+	}
+	return changes
+}
+
+// unconfirmedEdits turns the edits the agent reported into changes when
+// there is no worktree to confirm them (the fleet's cwd is not a git
+// repository): all the fleet knows is what the agent said.
+func (h *host) unconfirmedEdits(cwd string) []FileChange {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	out := make([]FileChange, 0, len(h.order))
+	for _, p := range h.order {
+		rel, err := filepath.Rel(cwd, p)
+		if err != nil {
+			rel = p
+		}
+		typ := protocol.ChangeEdited
+		if _, err := os.Stat(p); errors.Is(err, os.ErrNotExist) {
+			typ = protocol.ChangeDeleted
+		}
+		out = append(out, FileChange{Path: filepath.ToSlash(rel), AbsolutePath: p, Type: typ, Tool: h.edits[p]})
+	}
+	return out
+}
+
+// Permission relays a CLI's permission prompt to the operator: a confirm
+// when the CLI offers allow/deny, an ask with the CLI's choices when it
+// offers more (allow once / allow for the session / deny).
+func (h *host) Permission(ctx context.Context, r provider.PermissionRequest) (provider.Decision, error) {
+	summary := h.permissionSummary(r)
+	allows, rejects := 0, 0
+	for _, o := range r.Options {
+		if o.Kind == provider.Reject {
+			rejects++
+		} else {
+			allows++
+		}
+	}
+	if allows <= 1 && rejects <= 1 {
+		ok, err := h.raise(ctx, request{kind: kindConfirm, summary: summary})
+		if err != nil {
+			return provider.Decision{Message: "no answer from the operator"}, err
+		}
+		d := provider.Decision{Allow: ok.approve}
+		for _, o := range r.Options {
+			if (o.Kind == provider.Reject) != ok.approve {
+				d.OptionID = o.ID
+				break
+			}
+		}
+		if !ok.approve {
+			d.Message = "denied by the operator"
+		}
+		return d, nil
+	}
+	q := provider.Question{Text: summary, Kind: "choice"}
+	for _, o := range r.Options {
+		q.Choices = append(q.Choices, provider.Choice{Label: o.Label, Value: o.ID, Description: string(o.Kind)})
+	}
+	ans, err := h.raise(ctx, request{kind: kindAsk, question: q})
+	if err != nil {
+		return provider.Decision{Message: "no answer from the operator"}, err
+	}
+	for _, o := range r.Options {
+		if o.ID == ans.text {
+			d := provider.Decision{Allow: o.Kind != provider.Reject, OptionID: o.ID}
+			if !d.Allow {
+				d.Message = "denied by the operator"
+			}
+			return d, nil
+		}
+	}
+	return provider.Decision{Message: "the operator's answer matched no option"}, nil
+}
+
+// permissionSummary says who wants to do what: the worker, the tool, and
+// the command or file, with the CLI's own description.
+func (h *host) permissionSummary(r provider.PermissionRequest) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "%s wants to use %s", h.agent, r.Tool)
+	if what := toolDetail(r.Input); what != "" {
+		fmt.Fprintf(&b, ": %s", oneLine(what, 500))
+	}
+	if d := strings.TrimSpace(r.Description); d != "" && !strings.Contains(b.String(), d) {
+		fmt.Fprintf(&b, " (%s)", oneLine(d, 200))
+	}
+	if p := h.e.cfg.Policy.MatchTool(r.Tool, r.Input); p != "" {
+		fmt.Fprintf(&b, " — matches the confirm policy (%s)", p)
+	}
+	return b.String()
+}
+
+// toolDetail is the part of a tool's input a human needs to judge it.
+func toolDetail(in map[string]any) string {
+	for _, k := range []string{"command", "cmd", "fullCommandText", "file_path", "path", "notebook_path", "url", "pattern"} {
+		switch v := in[k].(type) {
+		case string:
+			if v != "" {
+				return v
+			}
+		case []any:
+			parts := make([]string, 0, len(v))
+			for _, a := range v {
+				parts = append(parts, fmt.Sprint(a))
+			}
+			return strings.Join(parts, " ")
+		}
+	}
+	return ""
+}
+
+func (h *host) Ask(ctx context.Context, q provider.Question) (string, error) {
+	ans, err := h.raise(ctx, request{kind: kindAsk, question: q})
+	return ans.text, err
+}
+
+func (h *host) Confirm(ctx context.Context, summary string) (bool, error) {
+	ans, err := h.raise(ctx, request{kind: kindConfirm, summary: summary})
+	return ans.approve, err
+}
+
+func (h *host) raise(ctx context.Context, r request) (answer, error) {
+	h.mu.Lock()
+	h.blocked++
+	h.mu.Unlock()
+	defer func() {
+		h.mu.Lock()
+		h.blocked--
+		h.mu.Unlock()
+		h.touch(nowMs())
+	}()
+	return h.e.broker.raise(ctx, h, r)
+}
+
+// tokens is a token account: a worker's, the coordinator's, the session's.
+type tokens struct {
+	input, output, cacheRead, cacheWrite int64
+	contextTokens, contextWindow         int64
+}
+
+func (t *tokens) add(u provider.Usage) {
+	t.input += u.InputTokens
+	t.output += u.OutputTokens
+	t.cacheRead += u.CacheReadTokens
+	t.cacheWrite += u.CacheWriteTokens
+	if u.ContextTokens > 0 {
+		t.contextTokens = u.ContextTokens
+	}
+	if u.ContextWindow > 0 {
+		t.contextWindow = u.ContextWindow
+	}
+}
+
+func (t tokens) total() int64 { return t.input + t.output }
+
+// toolCount is one tool's uses by a worker (topTools).
+type toolCount struct {
+	name  string
+	count int64
+}
+
+func bumpTool(tc []toolCount, name string) []toolCount {
+	for i := range tc {
+		if tc[i].name == name {
+			tc[i].count++
+			return tc
+		}
+	}
+	if len(tc) >= 32 { // a bound: topTools shows a handful
+		return tc
+	}
+	return append(tc, toolCount{name: name, count: 1})
+}
+
+// topTools returns up to n tool names, most used first.
+func topTools(tc []toolCount, n int) []string {
+	s := slices.Clone(tc)
+	slices.SortStableFunc(s, func(a, b toolCount) int { return int(b.count - a.count) })
+	out := make([]string, 0, min(n, len(s)))
+	for _, c := range s[:min(n, len(s))] {
+		out = append(out, c.name)
+	}
+	return out
+}
+
+func oneLine(s string, max int) string {
+	s = strings.Join(strings.Fields(s), " ")
+	return truncateRunes(s, max)
+}
+
+func truncateRunes(s string, max int) string {
+	if utf8.RuneCountInString(s) <= max {
+		return s
+	}
+	r := []rune(s)
+	return string(r[:max-1]) + "…"
+}
+
+// coordinatorAgent is the coordinator's agent id on the wire.
+const coordinatorAgent = "coordinator"

@@ -1,0 +1,75 @@
+// Package proctree ends an agent process and everything it started. Agent
+// CLIs start their tools' commands in process groups or sessions of their
+// own (Claude Code's and Copilot's shells) or keep them running after a
+// turn is interrupted (Codex), so killing the CLI's process group is not
+// enough. A Tree marks the CLI's environment with a unique value; every
+// descendant inherits it, however it detached, and Kill ends each process
+// that carries it.
+//
+// On Linux the marked processes are found in /proc. On other Unix systems
+// only the CLI's process group is killed (best effort, documented in
+// docs/providers.md); on Windows, the process itself.
+package proctree
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"os/exec"
+	"slices"
+	"time"
+)
+
+// RunEnv is the environment variable that marks one agent process tree.
+const RunEnv = "AGENTS_FLEET_RUN"
+
+// Tree is one agent process and its descendants.
+type Tree struct {
+	mark string
+}
+
+// New returns a Tree with a fresh mark.
+func New() *Tree {
+	var b [12]byte
+	_, _ = rand.Read(b[:])
+	return &Tree{mark: hex.EncodeToString(b[:])}
+}
+
+// Mark is the tree's RunEnv value.
+func (t *Tree) Mark() string { return t.mark }
+
+// Env returns env with the tree's mark added.
+func (t *Tree) Env(env []string) []string {
+	return append(slices.Clip(env), RunEnv+"="+t.mark)
+}
+
+// Prepare makes cmd the leader of a process group of its own, so a signal
+// to the group reaches what it starts in the group.
+func (t *Tree) Prepare(cmd *exec.Cmd) { setGroup(cmd) }
+
+// killBound is how long Kill keeps sweeping for processes that were being
+// forked while it ran.
+const killBound = 3 * time.Second
+
+// Kill ends cmd's process group and every process carrying the tree's
+// mark, sweeping until none is left or a bound passes. It returns how many
+// marked processes it found beyond the group leader. Safe to call more
+// than once, and before cmd started.
+func (t *Tree) Kill(cmd *exec.Cmd) int {
+	if cmd != nil && cmd.Process != nil {
+		killGroup(cmd.Process.Pid)
+	}
+	found := 0
+	deadline := time.Now().Add(killBound)
+	for {
+		pids := KillMarked(RunEnv, t.mark)
+		found += len(pids)
+		if len(pids) == 0 || time.Now().After(deadline) {
+			return found
+		}
+		time.Sleep(20 * time.Millisecond) // let the killed exit before the next sweep
+	}
+}
+
+// Alive reports the pids of processes still carrying the tree's mark (on
+// Linux; nil elsewhere). Tests use it to check that nothing is left.
+func (t *Tree) Alive() []int { return findMarked(RunEnv, t.mark) }

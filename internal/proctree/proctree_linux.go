@@ -1,0 +1,68 @@
+//go:build linux
+
+package proctree
+
+import (
+	"bytes"
+	"os"
+	"strconv"
+	"syscall"
+)
+
+// KillMarked kills every process of this user, other than this one and
+// its process group, whose environment has name=value: its process group
+// (SIGKILL), and the process itself when it left that group. It returns
+// the pids it found. Processes that cannot be read (another user's, or
+// gone meanwhile) are skipped; zombies are not counted.
+func KillMarked(name, value string) []int {
+	found := findMarked(name, value)
+	if len(found) == 0 {
+		return nil
+	}
+	selfGroup := syscall.Getpgrp()
+	groups := map[int]bool{}
+	for _, pid := range found {
+		if pgid, err := syscall.Getpgid(pid); err == nil && pgid != selfGroup {
+			groups[pgid] = true
+		}
+	}
+	for pgid := range groups {
+		_ = syscall.Kill(-pgid, syscall.SIGKILL)
+	}
+	for _, pid := range found {
+		_ = syscall.Kill(pid, syscall.SIGKILL)
+	}
+	return found
+}
+
+func findMarked(name, value string) []int {
+	if value == "" {
+		return nil
+	}
+	entries, err := os.ReadDir("/proc")
+	if err != nil {
+		return nil
+	}
+	// NAME=value entries are NUL-terminated: the mark is an entry, with the
+	// NUL that ends the one before it (none for the first entry).
+	mark := []byte("\x00" + name + "=" + value + "\x00")
+	self := os.Getpid()
+	uid := os.Getuid()
+	var found []int
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil || pid == self {
+			continue
+		}
+		var st syscall.Stat_t
+		if syscall.Stat("/proc/"+e.Name(), &st) != nil || int(st.Uid) != uid {
+			continue
+		}
+		env, err := os.ReadFile("/proc/" + e.Name() + "/environ")
+		if err != nil || len(env) == 0 || !(bytes.HasPrefix(env, mark[1:]) || bytes.Contains(env, mark)) {
+			continue // a zombie has an empty environ
+		}
+		found = append(found, pid)
+	}
+	return found
+}
