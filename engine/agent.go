@@ -102,10 +102,21 @@ func (e *Engine) runTurn(ctx context.Context, h *host, dir, text string) provide
 		return provider.TurnEnded{ExitCode: -1, Err: fmt.Errorf("start %s: %w", prov.Name(), err)}
 	}
 	defer sess.Close()
-	if err := sess.Send(ctx, provider.Turn{Text: text}); err != nil {
-		return provider.TurnEnded{ExitCode: -1, Err: fmt.Errorf("send the task to %s: %w", prov.Name(), err)}
+	for {
+		if err := sess.Send(ctx, provider.Turn{Text: text}); err != nil {
+			return provider.TurnEnded{ExitCode: -1, Err: fmt.Errorf("send the task to %s: %w", prov.Name(), err)}
+		}
+		res := e.awaitTurn(ctx, h, sess)
+		if res.Err != nil || res.Interrupted {
+			return res
+		}
+		// /tell turns that arrived meanwhile go to the same session.
+		next, ok := e.nextFollowUp(w)
+		if !ok {
+			return res
+		}
+		text = next
 	}
-	return e.awaitTurn(ctx, h, sess)
 }
 
 // sessionStartTimeout bounds a provider's Start (a CLI that never
@@ -274,17 +285,20 @@ func (h *host) Event(ev provider.Event) {
 		if strings.TrimSpace(ev.Text) == "" {
 			return
 		}
-		m := &protocol.Transcript{Role: protocol.RoleAssistant, Text: ev.Text, Agent: h.agent, Ts: now}
+		h.remember(ev.Text)
+		m := &protocol.Transcript{Role: protocol.RoleAssistant, Text: ev.Text, Agent: h.lineAgent(), Ts: now}
 		if ev.Reasoning {
 			m.Kind = protocol.TranscriptReasoning
 		}
 		e.pub.Broadcast(m)
 	case provider.Note:
-		e.pub.Broadcast(&protocol.Transcript{Role: protocol.RoleSystem, Text: ev.Text, Agent: h.agent, Ts: nowMs()})
+		h.remember("[fleet] " + ev.Text)
+		e.pub.Broadcast(&protocol.Transcript{Role: protocol.RoleSystem, Text: ev.Text, Agent: h.lineAgent(), Ts: nowMs()})
 	case provider.ToolStarted:
 		h.mu.Lock()
 		h.started[ev.ID] = time.Now()
 		h.mu.Unlock()
+		h.remember("▶ " + ev.Name + ": " + oneLine(ev.Detail, 300))
 		e.toolStarted(h, ev)
 	case provider.ToolCompleted:
 		h.mu.Lock()
@@ -295,6 +309,11 @@ func (h *host) Event(ev provider.Event) {
 		}
 		delete(h.started, ev.ID)
 		h.mu.Unlock()
+		mark := "✓ "
+		if ev.IsError {
+			mark = "✗ "
+		}
+		h.remember(mark + ev.Name + ": " + truncateRunes(ev.Result, 500))
 		e.toolCompleted(h, ev)
 	case provider.FileEdited:
 		h.touch(nowMs())
@@ -338,6 +357,9 @@ func (h *host) output(stream provider.Stream, lines []string) {
 	if stream == provider.Stderr {
 		st = protocol.StreamStderr
 	}
+	if h.w != nil {
+		h.w.recent.add(lines[max(0, len(lines)-recentCap):]...)
+	}
 	ctx := h.ctx
 	for len(lines) > 0 {
 		n, size := 0, 0
@@ -352,7 +374,7 @@ func (h *host) output(stream provider.Stream, lines []string) {
 		ts := make([]protocol.Transcript, n)
 		ms := make([]protocol.Message, n)
 		for i, line := range lines[:n] {
-			ts[i] = protocol.Transcript{Role: protocol.RoleTool, Text: line, Agent: h.agent, Ts: now, Stream: st}
+			ts[i] = protocol.Transcript{Role: protocol.RoleTool, Text: line, Agent: h.lineAgent(), Ts: now, Stream: st}
 			ms[i] = &ts[i]
 		}
 		h.e.publishBatch(ms)
@@ -649,3 +671,64 @@ func truncateRunes(s string, max int) string {
 
 // coordinatorAgent is the coordinator's agent id on the wire.
 const coordinatorAgent = "coordinator"
+
+// recentLines keeps a worker's last transcript lines for
+// read_worker_output: a bounded ring, safe for concurrent use.
+type recentLines struct {
+	mu    sync.Mutex
+	lines []string
+	next  int
+	full  bool
+}
+
+const recentCap = 500
+
+func (r *recentLines) add(lines ...string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.lines == nil {
+		r.lines = make([]string, recentCap)
+	}
+	for _, l := range lines {
+		r.lines[r.next] = l
+		r.next = (r.next + 1) % recentCap
+		if r.next == 0 {
+			r.full = true
+		}
+	}
+}
+
+func (r *recentLines) last(n int) []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	size := r.next
+	if r.full {
+		size = recentCap
+	}
+	n = min(max(n, 0), size)
+	out := make([]string, 0, n)
+	for i := size - n; i < size; i++ {
+		idx := i
+		if r.full {
+			idx = (r.next + i) % recentCap
+		}
+		out = append(out, r.lines[idx])
+	}
+	return out
+}
+
+// remember keeps a line for read_worker_output.
+func (h *host) remember(line string) {
+	if h.w != nil {
+		h.w.recent.add(line)
+	}
+}
+
+// lineAgent is a transcript line's agent: the worker, or none for the
+// coordinator (the protocol leaves it out for coordinator-level lines).
+func (h *host) lineAgent() string {
+	if h.w == nil {
+		return ""
+	}
+	return h.agent
+}

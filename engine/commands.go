@@ -30,6 +30,8 @@ func init() {
 		{"/go", "/go [task...]", "Start planned tasks (all, or the ones named).", "dispatch", (*Engine).cmdGo},
 		{"/loop", "/loop [N] <command>", "Repeat a command until it exits 0, at most N attempts (default 5).", "tasks", (*Engine).cmdLoop},
 		{"/clean", "/clean [worker...] [--force]", "Remove finished workers' worktrees (dirty ones only with --force).", "workers", (*Engine).cmdClean},
+		{"/spawn", "/spawn [--provider P] [--model M] TEXT", "Start a worker on TEXT directly, without the coordinator.", "workers", (*Engine).cmdSpawn},
+		{"/tell", "/tell WORKER TEXT", "Send a follow-up turn to a worker (resuming its agent session if it settled).", "workers", (*Engine).cmdTell},
 		{"/hold", "/hold <task> <reason>", "Native sessions: hold a task in the root until an operator releases it.", "tasks", (*Engine).cmdHold},
 	}
 }
@@ -59,6 +61,13 @@ func (e *Engine) handlePromptLocked(source, text string) {
 			}
 		}
 		e.replyLocked(fmt.Sprintf("Unknown command %s. /help lists the commands.", name))
+		return
+	}
+	if e.cfg.Coordinator != nil {
+		if strings.TrimSpace(text) == "" {
+			return
+		}
+		e.coordinatorPromptLocked(text)
 		return
 	}
 	var created []*task

@@ -66,6 +66,10 @@ type Config struct {
 	StatusInterval time.Duration // status/fleetState/fleetAnalytics tick; default 1 s
 	Heartbeat      time.Duration // re-send unchanged snapshots this often; default 10 s
 	Env            []string      // environment for tasks; default os.Environ()
+	// Coordinator, when set, makes plain prompts turns of an agent
+	// coordinator session of Provider (agent providers); nil keeps the
+	// local provider's deterministic coordinator.
+	Coordinator *CoordinatorConfig
 	// StallTimeout fails an agent turn that showed no activity for this
 	// long while not waiting on the operator; 0 never does.
 	StallTimeout time.Duration
@@ -100,6 +104,7 @@ type Engine struct {
 	broker     broker
 
 	// The agent coordinator (agent providers only) and token accounts.
+	coord         coordinator
 	coordSession  string // the coordinator CLI's session id
 	coordModel    string
 	coordTokens   tokens
@@ -244,6 +249,7 @@ func (e *Engine) Shutdown(ctx context.Context) error {
 		close(e.admitStop)
 	}
 	e.mu.Unlock()
+	e.closeCoordinator()
 	done := make(chan struct{})
 	go func() { e.runWG.Wait(); close(done) }()
 	select {

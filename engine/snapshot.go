@@ -82,7 +82,7 @@ func (e *Engine) activeWorkersLocked() int64 {
 // hand (tasks running, blocked or queued behind the cap). Prompts
 // themselves are handled synchronously.
 func (e *Engine) processingLocked(c taskCounts) bool {
-	return c.running+c.blocked > 0 || (c.pending > 0 && !e.paused)
+	return e.coord.busy || c.running+c.blocked > 0 || (c.pending > 0 && !e.paused)
 }
 
 func (e *Engine) statusLocked() *protocol.Status {
@@ -114,6 +114,7 @@ func (e *Engine) fleetStateLocked(now time.Time) *protocol.FleetState {
 			IsProcessing:   e.processingLocked(c),
 			PlanMode:       e.planMode,
 			DispatchPaused: e.paused,
+			StaleMs:        e.coordinatorStaleMsLocked(),
 		},
 		Workers:      make([]protocol.FleetWorkerSummary, 0, len(e.workers)),
 		WorkerActive: e.activeWorkersLocked(),

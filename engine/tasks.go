@@ -43,6 +43,10 @@ type task struct {
 	loopID    string // the loop this task is an iteration of
 	attempt   int    // the loop iteration (1-based); 0 outside loops
 	cancelled bool   // the operator cancelled it (ends its loop too)
+	// The agent it asks for (/spawn, spawn_worker): "" is the fleet's
+	// default provider and model; from is who asked ("operator",
+	// "coordinator").
+	provider, model, from string
 	// Native sessions: recorded in the root yet, and why the root keeps it
 	// waiting.
 	reserved   bool
@@ -66,6 +70,9 @@ type worker struct {
 	provider, model, agentSession string
 	tokens                        tokens
 	toolCounts                    []toolCount
+	followUps                     []string // /tell turns waiting for the current one
+	host                          *host    // the live session's host; nil once settled
+	recent                        recentLines
 	cleaning                      bool // /clean is removing its worktree
 	// lastActivity is updated on the hot output path without e.mu.
 	lastActivity atomic.Int64 // epoch ms
@@ -134,7 +141,8 @@ func (e *Engine) startLocked(t *task) {
 	e.saveCounterLocked(counterWorker, e.nextWorker)
 	id := fmt.Sprintf("w%d", e.nextWorker)
 	ctx, cancel := context.WithCancelCause(context.Background())
-	w := &worker{id: id, name: id, status: workerRunning, taskID: t.id, startedAt: time.Now(), cancel: cancel}
+	w := &worker{id: id, name: id, status: workerRunning, taskID: t.id, startedAt: time.Now(), cancel: cancel,
+		provider: t.provider, model: t.model}
 	w.lastActivity.Store(nowMs())
 	e.workers = append(e.workers, w)
 	e.workerByID[id] = w
@@ -144,6 +152,7 @@ func (e *Engine) startLocked(t *task) {
 	e.setTaskLocked(t, taskRunning, "")
 
 	h := newHost(e, w, t, ctx)
+	w.host = h
 	e.runWG.Add(1)
 	go func() {
 		defer e.runWG.Done()
@@ -158,6 +167,7 @@ func (e *Engine) settle(w *worker, t *task, res provider.TurnEnded) {
 	defer e.mu.Unlock()
 	w.endedAt = time.Now()
 	w.cancel = nil
+	w.host = nil
 	e.broker.cancelForTaskLocked(t.id)
 	dur := w.endedAt.Sub(w.startedAt).Round(time.Millisecond)
 	if res.Err == nil {
@@ -174,6 +184,9 @@ func (e *Engine) settle(w *worker, t *task, res provider.TurnEnded) {
 	}
 	if t.loopID != "" {
 		e.loopSettledLocked(t, res.Err == nil)
+	}
+	if t.from == coordinatorAgent {
+		e.reportLocked(w, t, res)
 	}
 	if e.cfg.Governor != nil {
 		e.settleNative(Settlement{TaskID: t.id, WorkerID: w.id, WorktreePath: w.worktreePath,
