@@ -87,6 +87,34 @@ type File struct {
 	ConfirmPatterns *[]string `json:"confirmPatterns,omitempty"`
 	// Limits bound the control socket; absent fields keep the defaults.
 	Limits Limits `json:"limits,omitzero"`
+	// Provider is the default provider (local, claude, codex, copilot) and
+	// Model its model; --provider and --model win.
+	Provider string `json:"provider,omitempty"`
+	Model    string `json:"model,omitempty"`
+	// Providers configure the agent CLIs, by provider name.
+	Providers map[string]ProviderConfig `json:"providers,omitempty"`
+}
+
+// ProviderConfig is one entry of "providers" (docs/providers.md).
+type ProviderConfig struct {
+	Path           string            `json:"path,omitempty"`           // the CLI binary; default found in PATH
+	Args           []string          `json:"args,omitempty"`           // extra arguments, after the fleet's own
+	Env            map[string]string `json:"env,omitempty"`            // extra environment for the CLI
+	Model          string            `json:"model,omitempty"`          // the default model
+	PermissionMode string            `json:"permissionMode,omitempty"` // passed to the CLI where it has one
+}
+
+// ProviderNames are the providers a fleet knows.
+var ProviderNames = []string{"local", "claude", "codex", "copilot"}
+
+// CheckProvider says whether name is a known provider.
+func CheckProvider(name string) error {
+	for _, n := range ProviderNames {
+		if n == name {
+			return nil
+		}
+	}
+	return fmt.Errorf("unknown provider %q (known: %s)", name, strings.Join(ProviderNames, ", "))
 }
 
 // Limits are the control socket's bounds (docs/configuration.md).
@@ -103,6 +131,9 @@ type Limits struct {
 	// StallGraceMs is how long a congested client may go without a
 	// completed write before it stops holding task output back; default 200.
 	StallGraceMs *int `json:"stallGraceMs,omitempty"`
+	// AgentStallTimeoutMs fails an agent turn with no activity for this
+	// long (not counting time waiting on the operator); default 600000.
+	AgentStallTimeoutMs *int `json:"agentStallTimeoutMs,omitempty"`
 }
 
 // limitRanges are the accepted ranges of each limit.
@@ -119,6 +150,7 @@ var limitRanges = []struct {
 	{"softQueueBytes", func(l Limits) *int { return l.SoftQueueBytes }, 16 << 10, 1 << 30},
 	{"sendBufferBytes", func(l Limits) *int { return l.SendBufferBytes }, 0, 16 << 20},
 	{"stallGraceMs", func(l Limits) *int { return l.StallGraceMs }, 10, 60000},
+	{"agentStallTimeoutMs", func(l Limits) *int { return l.AgentStallTimeoutMs }, 1000, 24 * 3600 * 1000},
 }
 
 // TelegramHub is the "telegramHub" object of config.json.
@@ -194,6 +226,27 @@ func (f File) validate() error {
 	}
 	if q, s := f.Limits.QueueBytes, f.Limits.SoftQueueBytes; s != nil && *s > pick(q, 8<<20) {
 		return fmt.Errorf("field \"limits.softQueueBytes\" (%d) must not be larger than limits.queueBytes (%d)", *s, pick(q, 8<<20))
+	}
+	if f.Provider != "" {
+		if err := CheckProvider(f.Provider); err != nil {
+			return fmt.Errorf("field \"provider\": %w", err)
+		}
+	}
+	for name, pc := range f.Providers {
+		if name == "local" {
+			return errors.New("field \"providers.local\": the local provider has no settings")
+		}
+		if err := CheckProvider(name); err != nil {
+			return fmt.Errorf("field \"providers.%s\": %w", name, err)
+		}
+		if len(pc.Args) > 256 || len(pc.Env) > 256 {
+			return fmt.Errorf("field \"providers.%s\": at most 256 args and 256 env entries", name)
+		}
+		for k := range pc.Env {
+			if k == "" || strings.ContainsAny(k, "=\x00") {
+				return fmt.Errorf("field \"providers.%s.env\": %q is not a variable name", name, k)
+			}
+		}
 	}
 	if f.ConfirmPatterns != nil {
 		if len(*f.ConfirmPatterns) > 256 {

@@ -3,6 +3,7 @@ package config
 import (
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 )
@@ -54,7 +55,7 @@ func TestLoadMissing(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if f != (File{}) {
+	if !reflect.DeepEqual(f, File{}) {
 		t.Errorf("missing file: got %+v, want zero File", f)
 	}
 	// A missing fleetHome is the same as a missing file.
@@ -82,11 +83,11 @@ func TestLoadValid(t *testing.T) {
 	}
 
 	write(t, home, `{}`)
-	if f, err := Load(home); err != nil || f != (File{}) {
+	if f, err := Load(home); err != nil || !reflect.DeepEqual(f, File{}) {
 		t.Errorf("Load({}) = %+v, %v", f, err)
 	}
 	write(t, home, `{"controlSocket": null, "telegramHub": null}`)
-	if f, err := Load(home); err != nil || f != (File{}) {
+	if f, err := Load(home); err != nil || !reflect.DeepEqual(f, File{}) {
 		t.Errorf("Load(nulls) = %+v, %v", f, err)
 	}
 }
