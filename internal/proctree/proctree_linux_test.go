@@ -46,7 +46,8 @@ func TestKillEndsDetachedDescendants(t *testing.T) {
 }
 
 func TestMarksAreUnique(t *testing.T) {
-	if New().Mark() == New().Mark() {
+	a, b := New(), New()
+	if a.Mark() == b.Mark() {
 		t.Fatal("two trees share a mark")
 	}
 }
