@@ -47,7 +47,7 @@ func parseLoop(args string) (max int, command string, err error) {
 	}
 	command = strings.TrimSpace(strings.TrimPrefix(command, shellPrefix))
 	if command == "" {
-		return 0, "", errors.New("usage: /loop [N] <command>, for example /loop 3 go test ./")
+		return 0, "", errors.New("usage: /loop [N] <command> (for example /loop 3 go test ./...)")
 	}
 	return max, command, nil
 }
