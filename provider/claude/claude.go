@@ -1,0 +1,279 @@
+// Package claude drives Claude Code (the `claude` CLI) as a fleet agent:
+// one long-lived process per session, in print mode with stream-json on
+// both pipes and the permission prompt on the same pipes:
+//
+//	claude -p --input-format stream-json --output-format stream-json --verbose \
+//	  --permission-prompt-tool stdio [--model M] [--resume ID] \
+//	  [--append-system-prompt TEXT] [--mcp-config=JSON --allowedTools=mcp__fleet__a,...] \
+//	  [--permission-mode MODE] [Options.Args...]
+//
+// Each turn is one user message on stdin; the CLI answers with system/init,
+// one assistant line per content block, user lines carrying tool results,
+// and a result line that ends the turn. Permission prompts arrive as
+// can_use_tool control requests and are relayed to Host.Permission; the
+// answer goes back as a control_response. docs/providers/claude.md has the
+// whole mapping and what was verified with which CLI version.
+package claude
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+
+	"github.com/agents-fleet/fleet/internal/proctree"
+	"github.com/agents-fleet/fleet/provider"
+)
+
+const (
+	// Command is the CLI's command name, looked up in PATH when
+	// Options.Path is empty.
+	Command = "claude"
+	// Package is the npm package that installs the CLI.
+	Package = "@anthropic-ai/claude-code"
+	// ConfigKey is where config.json sets the CLI's path.
+	ConfigKey = "providers.claude.path"
+)
+
+// VerifiedVersions are the CLI versions this adapter was verified with
+// against the scripted endpoint (docs/providers/claude.md).
+var VerifiedVersions = []string{"2.1.197"}
+
+// defaultEnv is set for the CLI unless the environment already sets it: a
+// retry bound so a failing endpoint fails the turn in seconds (the CLI's
+// own default retries for minutes), no traffic to api.anthropic.com beyond
+// the model requests, and no self-update of a pinned binary.
+var defaultEnv = []string{
+	"CLAUDE_CODE_MAX_RETRIES=2",
+	"CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC=1",
+	"DISABLE_AUTOUPDATER=1",
+}
+
+// Provider starts Claude Code sessions. Its fields are fixed at New.
+type Provider struct {
+	opts provider.Options
+}
+
+// New returns a Provider configured by o (config.json providers.claude).
+func New(o provider.Options) *Provider {
+	o.Args = append([]string(nil), o.Args...)
+	o.Env = append([]string(nil), o.Env...)
+	return &Provider{opts: o}
+}
+
+// Name is "claude".
+func (p *Provider) Name() string { return "claude" }
+
+var (
+	_ provider.Provider  = (*Provider)(nil)
+	_ provider.Inspector = (*Provider)(nil)
+)
+
+// Start runs the CLI for spec and returns once it answered its initialize
+// control request, which is when it reads turns.
+func (p *Provider) Start(ctx context.Context, spec provider.Spec, h provider.Host) (provider.Session, error) {
+	env := p.env(spec.Env)
+	path, err := p.resolve(env)
+	if err != nil {
+		return nil, err
+	}
+	args, err := p.args(spec)
+	if err != nil {
+		return nil, err
+	}
+	s := newSession(h, spec)
+	if err := s.start(ctx, path, args, spec.Dir, env); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+// env is the CLI's environment: base (the daemon's when nil), then
+// Options.Env, then the adapter's defaults for what neither sets.
+func (p *Provider) env(base []string) []string {
+	if base == nil {
+		base = os.Environ()
+	}
+	env := make([]string, 0, len(base)+len(p.opts.Env)+len(defaultEnv)+1)
+	env = append(env, base...)
+	env = append(env, p.opts.Env...)
+	for _, kv := range defaultEnv {
+		name, _, _ := strings.Cut(kv, "=")
+		if _, ok := lookupEnv(env, name); !ok {
+			env = append(env, kv)
+		}
+	}
+	return env
+}
+
+// lookupEnv finds name in env; the last entry wins, as in exec.
+func lookupEnv(env []string, name string) (string, bool) {
+	for i := len(env) - 1; i >= 0; i-- {
+		if k, v, ok := strings.Cut(env[i], "="); ok && k == name {
+			return v, true
+		}
+	}
+	return "", false
+}
+
+// resolve finds the CLI: Options.Path (a path, or a name looked up in the
+// session's PATH), else Command in PATH.
+func (p *Provider) resolve(env []string) (string, error) {
+	want := p.opts.Path
+	if want == "" {
+		want = Command
+	}
+	missing := &provider.MissingCLIError{Provider: "claude", Command: want, Package: Package, ConfigKey: ConfigKey}
+	if strings.ContainsRune(want, filepath.Separator) {
+		abs, err := filepath.Abs(want)
+		if err != nil || !isExecutable(abs) {
+			return "", missing
+		}
+		return abs, nil
+	}
+	pathVar, ok := lookupEnv(env, "PATH")
+	if !ok {
+		pathVar = os.Getenv("PATH")
+	}
+	for _, dir := range filepath.SplitList(pathVar) {
+		if dir == "" {
+			dir = "."
+		}
+		cand := filepath.Join(dir, want)
+		if isExecutable(cand) {
+			if abs, err := filepath.Abs(cand); err == nil {
+				return abs, nil
+			}
+			return cand, nil
+		}
+	}
+	return "", missing
+}
+
+func isExecutable(path string) bool {
+	fi, err := os.Stat(path)
+	return err == nil && fi.Mode().IsRegular() && fi.Mode().Perm()&0o111 != 0
+}
+
+// mcpConfig is the --mcp-config document.
+type mcpConfig struct {
+	MCPServers map[string]mcpServer `json:"mcpServers"`
+}
+
+type mcpServer struct {
+	Type    string            `json:"type"`
+	URL     string            `json:"url"`
+	Headers map[string]string `json:"headers,omitempty"`
+}
+
+// args is the CLI's command line for spec (the program name excluded).
+func (p *Provider) args(spec provider.Spec) ([]string, error) {
+	args := []string{
+		"-p",
+		"--input-format", "stream-json",
+		"--output-format", "stream-json",
+		"--verbose",
+		"--permission-prompt-tool", "stdio",
+	}
+	model := spec.Model
+	if model == "" {
+		model = p.opts.Model
+	}
+	if model != "" {
+		args = append(args, "--model", model)
+	}
+	if spec.ResumeID != "" {
+		args = append(args, "--resume", spec.ResumeID)
+	}
+	if spec.Instructions != "" {
+		args = append(args, "--append-system-prompt", spec.Instructions)
+	}
+	if len(spec.MCP) > 0 {
+		cfg := mcpConfig{MCPServers: map[string]mcpServer{}}
+		for _, m := range spec.MCP {
+			if m.Name == "" || strings.Contains(m.Name, "__") {
+				return nil, fmt.Errorf("claude: MCP server name %q is not usable (tools are named mcp__<server>__<tool>)", m.Name)
+			}
+			cfg.MCPServers[m.Name] = mcpServer{Type: "http", URL: m.URL, Headers: m.Headers}
+		}
+		b, err := json.Marshal(cfg)
+		if err != nil {
+			return nil, fmt.Errorf("claude: encode --mcp-config: %w", err)
+		}
+		// The = form: both flags take a variable number of values, which
+		// would swallow whatever follows them.
+		args = append(args, "--mcp-config="+string(b), "--allowedTools="+strings.Join(fleetTools(spec.MCP), ","))
+	}
+	if p.opts.PermissionMode != "" {
+		args = append(args, "--permission-mode", p.opts.PermissionMode)
+	}
+	return append(args, p.opts.Args...), nil
+}
+
+// fleetTools are the tool rules pre-allowed for the fleet's MCP servers:
+// each named tool, or the whole server when it lists none.
+func fleetTools(servers []provider.MCPServer) []string {
+	var rules []string
+	for _, m := range servers {
+		if len(m.Tools) == 0 {
+			rules = append(rules, "mcp__"+m.Name)
+			continue
+		}
+		for _, t := range m.Tools {
+			rules = append(rules, "mcp__"+m.Name+"__"+t)
+		}
+	}
+	return rules
+}
+
+// isFleetTool reports whether the CLI's tool name is one of spec's MCP
+// tools, which are allowed without asking anyone.
+func isFleetTool(servers []provider.MCPServer, tool string) bool {
+	rest, ok := strings.CutPrefix(tool, "mcp__")
+	if !ok {
+		return false
+	}
+	for _, m := range servers {
+		name, ok := strings.CutPrefix(rest, m.Name+"__")
+		if !ok {
+			continue
+		}
+		if len(m.Tools) == 0 {
+			return true
+		}
+		for _, t := range m.Tools {
+			if t == name {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// newCmd builds the CLI's command, marked by tree.
+func newCmd(path string, args []string, dir string, env []string, tree *proctree.Tree) *exec.Cmd {
+	cmd := exec.Command(path, args...)
+	cmd.Dir = dir
+	cmd.Env = tree.Env(env)
+	tree.Prepare(cmd)
+	return cmd
+}
+
+// exitText says how a process ended: "exit status 3", "signal: killed".
+func exitText(ps *os.ProcessState, waitErr error) string {
+	if ps != nil {
+		return ps.String()
+	}
+	if waitErr != nil {
+		var ee *exec.ExitError
+		if errors.As(waitErr, &ee) {
+			return ee.String()
+		}
+		return waitErr.Error()
+	}
+	return "exited"
+}
