@@ -24,12 +24,12 @@ import (
 
 	"github.com/agents-fleet/fleet/config"
 	"github.com/agents-fleet/fleet/controlsock"
+	"github.com/agents-fleet/fleet/daemon"
 	"github.com/agents-fleet/fleet/engine"
 	"github.com/agents-fleet/fleet/journal"
 	"github.com/agents-fleet/fleet/native"
 	"github.com/agents-fleet/fleet/protocol"
 	"github.com/agents-fleet/fleet/provider"
-	"github.com/agents-fleet/fleet/provider/local"
 	"github.com/agents-fleet/fleet/registry"
 )
 
@@ -39,6 +39,7 @@ type runOptions struct {
 	nativeRoot    bool
 	noNativeRoot  bool
 	provider      string
+	model         string
 	workers       int
 	name          string
 	resume        string
@@ -90,7 +91,8 @@ On shutdown running tasks are stopped, pending questions resolve as
 	f.BoolVar(&o.hub, "hub", false, "opt in to the Telegram hub (implies --control-socket)")
 	f.BoolVar(&o.nativeRoot, "native-root", false, "start a native-root session (durable operator controls)")
 	f.BoolVar(&o.noNativeRoot, "no-native-root", false, "start a legacy session (the default)")
-	f.StringVar(&o.provider, "provider", "local", "worker provider")
+	f.StringVar(&o.provider, "provider", "", "provider: local (shell commands), claude, codex or copilot (agent CLIs); default config.json \"provider\", else local")
+	f.StringVar(&o.model, "model", "", "the agent provider's model (default providers.<name>.model, else the CLI's own)")
 	f.IntVar(&o.workers, "workers", config.DefaultWorkers, "how many tasks run at once")
 	f.StringVar(&o.name, "name", "", "session name (default: the directory's name)")
 	f.StringVar(&o.resume, "resume", "", "resume a saved session")
@@ -113,9 +115,6 @@ On shutdown running tasks are stopped, pending questions resolve as
 // enabled) the control socket, serve until a signal, shut down cleanly.
 func runFleet(cmd *cobra.Command, o runOptions, prompt string) error {
 	flags := cmd.Flags()
-	if o.provider != "local" {
-		return fmt.Errorf("--provider %q: only the embedded \"local\" provider is available in this build", o.provider)
-	}
 	if o.statusEvery < 10*time.Millisecond {
 		return fmt.Errorf("--status-interval %s: must be at least 10ms", o.statusEvery)
 	}
@@ -284,7 +283,7 @@ func runFleet(cmd *cobra.Command, o runOptions, prompt string) error {
 	scfg := serverLimits(file.Limits)
 	scfg.Token = token
 	scfg.Backend = lazyBackend{e: &eng, native: nativeBackend(ctl)}
-	scfg.Welcome = protocol.Welcome{SessionID: sess.id, Model: "local", SessionName: sess.name, Cwd: cwd}
+	scfg.Welcome = protocol.Welcome{SessionID: sess.id, Model: welcomeModel(o, file), SessionName: sess.name, Cwd: cwd}
 	scfg.Logger = logger.With("component", "controlsock")
 	srv := controlsock.New(scfg)
 	if sess.history != nil {
@@ -294,15 +293,39 @@ func runFleet(cmd *cobra.Command, o runOptions, prompt string) error {
 		journal.WithBatchBytes(srv.SoftQueueBytes()/4))
 	// The local provider asks before a command the policy names; in a
 	// native session the root approves such tasks before they start.
-	shell := &local.Provider{Policy: policy}
+	shellPolicy := policy
 	if gov != nil {
-		shell.Policy = nil
+		shellPolicy = nil
+	}
+	provs, err := daemon.BuildProviders(o.provider, o.model, file, shellPolicy)
+	if err != nil {
+		return err
+	}
+	// An agent provider's coordinator plans through the fleet's MCP tools.
+	var coord *engine.CoordinatorConfig
+	var tools *daemon.Tools
+	if daemon.IsAgent(provs.Default.Name()) {
+		if _, err := daemon.CheckDefault(ctx, provs.Default, os.Environ(), logger); err != nil {
+			return err
+		}
+		if tools, err = daemon.ListenTools(logger.With("component", "fleetmcp")); err != nil {
+			return err
+		}
+		defer tools.Close()
+		coord = tools.Coordinator()
+	}
+	stall := 10 * time.Minute
+	if v := file.Limits.AgentStallTimeoutMs; v != nil {
+		stall = time.Duration(*v) * time.Millisecond
 	}
 	eng = engine.New(engine.Config{
 		SessionID:      sess.id,
 		SessionName:    sess.name,
 		Cwd:            cwd,
-		Provider:       shell,
+		Provider:       provs.Default,
+		Providers:      provs.Others,
+		Coordinator:    coord,
+		StallTimeout:   stall,
 		Publisher:      jr,
 		Persister:      jr,
 		Throttle:       func(ctx context.Context) { srv.Throttle(ctx); jr.Throttle(ctx) },
@@ -317,6 +340,11 @@ func runFleet(cmd *cobra.Command, o runOptions, prompt string) error {
 	})
 	if ctl != nil {
 		ctl.OnChange(eng.GovernorChanged)
+	}
+	if tools != nil {
+		if err := tools.Serve(eng); err != nil {
+			return err
+		}
 	}
 	for _, n := range append(sess.notes, notes...) {
 		eng.Announce(n)
@@ -608,4 +636,21 @@ func sendBufferBytes(v *int) int {
 		return -1
 	}
 	return *v
+}
+
+// welcomeModel is the model the welcome names: the agent's model when one
+// is set, else the provider's name ("local").
+func welcomeModel(o runOptions, file config.File) string {
+	for _, m := range []string{o.model, file.Model} {
+		if m != "" {
+			return m
+		}
+	}
+	if o.provider != "" {
+		return o.provider
+	}
+	if file.Provider != "" {
+		return file.Provider
+	}
+	return "local"
 }

@@ -488,9 +488,16 @@ func TestStartupErrors(t *testing.T) {
 	if _, errOut, code := e.fleet("", "run", "--headless", "--workers", "0"); code == 0 || !strings.Contains(errOut, "workers") {
 		t.Fatalf("--workers 0: %d %q", code, errOut)
 	}
-	if _, errOut, code := e.fleet("", "run", "--headless", "--provider", "claude"); code == 0 || !strings.Contains(errOut, "local") {
-		t.Fatalf("--provider claude: %d %q", code, errOut)
+	if _, errOut, code := e.fleet("", "run", "--headless", "--provider", "bogus"); code == 0 || !strings.Contains(errOut, "local, claude, codex, copilot") {
+		t.Fatalf("--provider bogus: %d %q", code, errOut)
 	}
+	// A missing CLI names the npm package and the config key.
+	os.WriteFile(filepath.Join(e.home, "config.json"), []byte(`{"providers": {"claude": {"path": "/nonexistent/claude"}}}`), 0o600)
+	if _, errOut, code := e.fleet("", "run", "--headless", "--provider", "claude"); code == 0 ||
+		!strings.Contains(errOut, "@anthropic-ai/claude-code") || !strings.Contains(errOut, "providers.claude.path") {
+		t.Fatalf("--provider claude without the CLI: %d %q", code, errOut)
+	}
+	os.Remove(filepath.Join(e.home, "config.json"))
 }
 
 // A console that stops reading while a task floods output is evicted; a

@@ -220,6 +220,7 @@ type host struct {
 	edits    map[string]string    // absolute path → the tool that edited it
 	order    []string             // edited paths in first-edit order
 	blocked  int                  // requests waiting for the operator
+	lastTool string               // the last tool the agent started
 	activity int64                // epoch ms, the coordinator's (workers use w.lastActivity)
 }
 
@@ -297,6 +298,7 @@ func (h *host) Event(ev provider.Event) {
 	case provider.ToolStarted:
 		h.mu.Lock()
 		h.started[ev.ID] = time.Now()
+		h.lastTool = ev.Name
 		h.mu.Unlock()
 		h.remember("▶ " + ev.Name + ": " + oneLine(ev.Detail, 300))
 		e.toolStarted(h, ev)
@@ -470,6 +472,8 @@ func (h *host) attribute(changes []FileChange) []FileChange {
 	for i := range changes {
 		if tool, ok := h.edits[filepath.Clean(changes[i].AbsolutePath)]; ok && tool != "" {
 			changes[i].Tool = tool
+		} else if h.lastTool != "" {
+			changes[i].Tool = h.lastTool // a command the agent ran made it
 		}
 	}
 	return changes

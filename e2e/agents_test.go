@@ -1,0 +1,287 @@
+package e2e
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/agents-fleet/fleet/internal/modelmock"
+	"github.com/agents-fleet/fleet/protocol"
+)
+
+// agentEnv is a fleet home and a git repository whose fleet runs an agent
+// provider against a scripted model endpoint: the real CLI, no network.
+type agentEnv struct {
+	*env
+	mock *modelmock.Server
+}
+
+// newAgentEnv starts the endpoint with script and writes config.json so
+// that `fleet run --provider name` finds the pinned CLI. The CLI gets a
+// private HOME.
+func newAgentEnv(t *testing.T, name string, script modelmock.Script) *agentEnv {
+	t.Helper()
+	bin := modelmock.RequireCLI(t, name)
+	mock, err := modelmock.Start(script)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { mock.Close() })
+	e := newEnv(t)
+	e.gitRepo()
+	cliHome := t.TempDir()
+	env := map[string]string{"HOME": cliHome}
+	switch name {
+	case "claude":
+		env["ANTHROPIC_BASE_URL"] = mock.URL()
+		env["ANTHROPIC_API_KEY"] = "sk-test"
+	}
+	cfg := map[string]any{
+		"limits":    map[string]any{"stallGraceMs": 5000},
+		"providers": map[string]any{name: map[string]any{"path": bin, "env": env}},
+	}
+	b, _ := json.Marshal(cfg)
+	if err := os.WriteFile(filepath.Join(e.home, "config.json"), b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return &agentEnv{env: e, mock: mock}
+}
+
+// waitLong is waitFor with a bound fit for real CLIs on a loaded machine.
+func (s *stream) waitLong(what string, pred func(protocol.Message) bool) protocol.Message {
+	s.t.Helper()
+	timeout := time.After(3 * time.Minute)
+	for {
+		select {
+		case f, ok := <-s.frames:
+			if !ok {
+				s.t.Fatalf("connection closed while waiting for %s", what)
+			}
+			if pred(f.m) {
+				return f.m
+			}
+		case <-timeout:
+			s.t.Fatalf("timed out waiting for %s", what)
+		}
+	}
+}
+
+// coordinatorScript: the coordinator spawns two workers through the
+// fleet's MCP tool; worker A writes a file with Write, worker B runs a
+// shell command that needs the operator's permission.
+func coordinatorScript() modelmock.Script {
+	u := func(in, out int64) modelmock.Usage { return modelmock.Usage{Input: in, Output: out} }
+	return modelmock.Script{Rules: []modelmock.Rule{
+		{Name: "coordinator", Match: "Add a greeting and a farewell", Turns: []modelmock.Turn{
+			{Text: "I'll split this in two.", Usage: u(300, 30), ToolCalls: []modelmock.ToolCall{{Name: "mcp__fleet__spawn_worker", Input: map[string]any{"task": "worker-a: create hello.txt saying hello"}}}},
+			{Usage: u(320, 25), ToolCalls: []modelmock.ToolCall{{Name: "mcp__fleet__spawn_worker", Input: map[string]any{"task": "worker-b: create bye.txt saying bye"}}}},
+			{Text: "Two workers are on it.", Usage: u(340, 20)},
+		}},
+		{Name: "a", Match: "worker-a:", Turns: []modelmock.Turn{
+			{Usage: u(200, 15), ToolCalls: []modelmock.ToolCall{{Name: "Write", Input: map[string]any{"file_path": "hello.txt", "content": "hello\n"}}}},
+			{Text: "Wrote hello.txt.", Usage: u(210, 5)},
+		}},
+		{Name: "b", Match: "worker-b:", Turns: []modelmock.Turn{
+			{Usage: u(200, 15), ToolCalls: []modelmock.ToolCall{{Name: "Bash", Input: map[string]any{"command": "echo bye > bye.txt", "description": "write bye.txt"}}}},
+			{Text: "Finished with bye.txt.", Usage: u(210, 5)},
+		}},
+		{Name: "direct", Match: "direct:", Turns: []modelmock.Turn{
+			{Text: "Direct work done.", Usage: u(50, 5)},
+		}},
+		{Name: "follow-up", Match: "follow-up:", Turns: []modelmock.Turn{
+			{Text: "Followed up.", Usage: u(70, 7)},
+		}},
+		{Name: "slow", Match: "slow:", Turns: []modelmock.Turn{
+			{Usage: u(10, 1), ToolCalls: []modelmock.ToolCall{{Name: "Bash", Input: map[string]any{"command": "sleep 300", "description": "wait"}}}},
+			{Text: "slept"},
+		}},
+	}}
+}
+
+// The issue's scenario with the real Claude Code CLI: a prompt to the
+// coordinator spawns two workers; a second console answers each
+// permission prompt (allow, then deny in another run).
+func TestClaudeCoordinatorSpawnsWorkersAndRelaysPermissions(t *testing.T) {
+	for _, allow := range []bool{true, false} {
+		name := "deny"
+		if allow {
+			name = "allow"
+		}
+		t.Run(name, func(t *testing.T) {
+			ae := newAgentEnv(t, "claude", coordinatorScript())
+			d := ae.start("--control-socket", "--provider", "claude", "--workers", "2")
+			watcher := watch(t, d.dial(protocol.ClientOther, "watcher"))
+			answerer := d.dial(protocol.ClientOther, "answerer")
+			watcher.waitFor("replayEnd", isType(protocol.TypeReplayEnd))
+			if err := answerer.Send(&protocol.Prompt{Text: "Add a greeting and a farewell to the repo"}); err != nil {
+				t.Fatal(err)
+			}
+			reply := watcher.waitLong("the coordinator's reply", isType(protocol.TypeReply)).(*protocol.Reply)
+			if reply.Text != "Two workers are on it." {
+				t.Fatalf("reply %q", reply.Text)
+			}
+			// Worker B's Bash call needs permission: the summary names
+			// the worker, the tool and the command.
+			var bash *protocol.AskRequest
+			var write *protocol.AskRequest
+			for bash == nil || write == nil {
+				a := watcher.waitLong("permission prompts", isType(protocol.TypeAskRequest)).(*protocol.AskRequest)
+				switch {
+				case strings.Contains(a.Question, "Bash") && strings.Contains(a.Question, "echo bye > bye.txt"):
+					bash = a
+				case strings.Contains(a.Question, "Write") && strings.Contains(a.Question, "hello.txt"):
+					write = a
+				default:
+					t.Fatalf("unexpected request %q", a.Question)
+				}
+			}
+			answer := "deny"
+			if allow {
+				answer = "allow"
+			}
+			if err := answerer.Send(&protocol.AskResponse{ID: write.ID, Text: "allow"}); err != nil {
+				t.Fatal(err)
+			}
+			if err := answerer.Send(&protocol.AskResponse{ID: bash.ID, Text: answer}); err != nil {
+				t.Fatal(err)
+			}
+			resolved := map[string]bool{}
+			changes := map[string]protocol.FileChangeEntry{} // by path
+			var bashDone *protocol.ToolCall
+			sawText := false
+			settled := map[string]string{}
+			for len(resolved) < 2 || bashDone == nil || !sawText || len(settled) < 2 {
+				m := watcher.waitLong("the workers to settle", func(protocol.Message) bool { return true })
+				switch m := m.(type) {
+				case *protocol.ConfirmResolved:
+					resolved[m.ID] = true
+				case *protocol.FileChange:
+					for _, c := range m.Changes {
+						changes[c.Path] = c
+					}
+				case *protocol.ToolCall:
+					if m.Tool == "Bash" && m.Phase == protocol.PhaseComplete {
+						bashDone = m
+					}
+				case *protocol.Transcript:
+					if m.Role == protocol.RoleAssistant && m.Agent != "" && m.Text == "Wrote hello.txt." {
+						sawText = true
+					}
+				case *protocol.HubEvent:
+					if m.Kind == protocol.HubCompleted || m.Kind == protocol.HubFailed {
+						settled[m.From] = m.Kind
+					}
+				}
+			}
+			// The fileChanges of a worker come before its settlement.
+			if c, ok := changes["hello.txt"]; !ok || c.Tool != "Write" || c.ChangeType != protocol.ChangeCreated {
+				t.Fatalf("fileChanges %+v", changes)
+			}
+			if c, ok := changes["bye.txt"]; allow != ok || (ok && c.Tool != "Bash") {
+				t.Fatalf("fileChanges after %s: %+v", answer, changes)
+			}
+			if bashDone.ToolCallID == "" {
+				t.Fatalf("toolCall without the CLI's id: %+v", bashDone)
+			}
+			// The worktree of the Bash worker has the file only if allowed.
+			wt := filepath.Join(ae.home, "worktrees")
+			matches, _ := filepath.Glob(filepath.Join(wt, "*", "*", "bye.txt"))
+			if allow != (len(matches) == 1) {
+				t.Fatalf("bye.txt after %s: %v", answer, matches)
+			}
+			fs := watcher.waitLong("token counts", func(m protocol.Message) bool {
+				fs, ok := m.(*protocol.FleetState)
+				return ok && fs.WorkerStatusCounts != nil && fs.WorkerStatusCounts.Completed == 2 && !fs.Coordinator.IsProcessing
+			}).(*protocol.FleetState)
+			// Exactly what the endpoint reported: coordinator 960/75, each
+			// worker 410/20.
+			if *fs.Tokens.InputTokens != 960+410+410 || *fs.Tokens.OutputTokens != 75+20+20 {
+				t.Fatalf("session tokens %d/%d", *fs.Tokens.InputTokens, *fs.Tokens.OutputTokens)
+			}
+			for _, w := range fs.Workers {
+				if w.AgentType != "claude" || *w.InputTokens != 410 || *w.OutputTokens != 20 || w.Status != "completed" {
+					t.Fatalf("worker %+v", w)
+				}
+			}
+			d.stop()
+		})
+	}
+}
+
+// /spawn starts a worker without the coordinator; /tell gives a settled
+// worker another turn in the same CLI session; /cancel mid-tool leaves no
+// process behind.
+func TestClaudeSpawnTellCancel(t *testing.T) {
+	ae := newAgentEnv(t, "claude", coordinatorScript())
+	d := ae.start("--control-socket", "--provider", "claude")
+	s := watch(t, d.dial(protocol.ClientOther, "w"))
+	c := d.dial(protocol.ClientOther, "op")
+	session := c.Welcome().SessionID
+	s.waitFor("replayEnd", isType(protocol.TypeReplayEnd))
+	c.Send(&protocol.Prompt{Text: "/spawn direct: do it"})
+	s.waitLong("the direct worker's text", func(m protocol.Message) bool {
+		tr, ok := m.(*protocol.Transcript)
+		return ok && tr.Agent == "w1" && tr.Text == "Direct work done."
+	})
+	s.waitLong("w1 settles", func(m protocol.Message) bool {
+		h, ok := m.(*protocol.HubEvent)
+		return ok && h.From == "w1" && h.Kind == protocol.HubCompleted
+	})
+	c.Send(&protocol.Prompt{Text: "/tell w1 follow-up: and this"})
+	s.waitLong("the follow-up's text", func(m protocol.Message) bool {
+		tr, ok := m.(*protocol.Transcript)
+		return ok && tr.Agent == "w1" && tr.Text == "Followed up."
+	})
+	// The follow-up continued the same conversation: its request carries
+	// the first turn's text.
+	resumed := false
+	for _, r := range ae.mock.Requests() {
+		if r.Rule == "follow-up" && strings.Contains(string(r.Body), "Direct work done.") {
+			resumed = true
+		}
+	}
+	if !resumed {
+		t.Fatal("the /tell turn did not carry the worker's earlier conversation")
+	}
+
+	c.Send(&protocol.Prompt{Text: "/spawn slow: wait"})
+	// Claude may or may not ask before `sleep`; answer if it does.
+	deadline := time.Now().Add(3 * time.Minute)
+	for len(sleepers(session)) == 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("the agent's sleep never started")
+		}
+		select {
+		case f := <-s.frames:
+			if a, ok := f.m.(*protocol.AskRequest); ok {
+				c.Send(&protocol.AskResponse{ID: a.ID, Text: "allow"})
+			}
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+	c.Send(&protocol.Prompt{Text: "/cancel w2"})
+	s.waitLong("w2 fails as cancelled", func(m protocol.Message) bool {
+		h, ok := m.(*protocol.HubEvent)
+		return ok && h.From == "w2" && h.Kind == protocol.HubFailed && strings.Contains(h.Text, "cancelled")
+	})
+	if left := markedProcesses(session); len(left) > 0 {
+		t.Fatalf("processes left after the cancel: %v", left)
+	}
+	d.stop()
+}
+
+// sleepers are the session's processes running `sleep 300`.
+func sleepers(session string) []int {
+	var out []int
+	for _, pid := range markedProcesses(session) {
+		b, _ := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pid), "cmdline"))
+		if strings.Contains(string(b), "sleep\x00300") {
+			out = append(out, pid)
+		}
+	}
+	return out
+}
