@@ -85,11 +85,48 @@ func (p *Provider) Start(ctx context.Context, spec provider.Spec, h provider.Hos
 	if err != nil {
 		return nil, err
 	}
-	s := newSession(h, spec)
-	if err := s.start(ctx, path, args, spec.Dir, env); err != nil {
+	// The MCP config carries the agent's bearer token: a command line is
+	// readable by every local user (/proc/PID/cmdline), so it goes in a
+	// 0600 file in a 0700 directory, removed when the session ends.
+	dir, err := privateMCPConfig(args)
+	if err != nil {
 		return nil, err
 	}
+	s := newSession(h, spec)
+	if err := s.start(ctx, path, args, spec.Dir, env); err != nil {
+		if dir != "" {
+			os.RemoveAll(dir)
+		}
+		return nil, err
+	}
+	if dir != "" {
+		go func() { <-s.Done(); os.RemoveAll(dir) }()
+	}
 	return s, nil
+}
+
+// privateMCPConfig moves an inline --mcp-config=JSON argument of args into
+// a private file and points the argument at it; it returns the file's
+// directory ("" when there was none).
+func privateMCPConfig(args []string) (string, error) {
+	const flag = "--mcp-config="
+	for i, a := range args {
+		if !strings.HasPrefix(a, flag) {
+			continue
+		}
+		dir, err := os.MkdirTemp("", "fleet-claude-mcp-")
+		if err != nil {
+			return "", fmt.Errorf("claude: MCP config: %w", err)
+		}
+		file := filepath.Join(dir, "mcp.json")
+		if err := os.WriteFile(file, []byte(a[len(flag):]), 0o600); err != nil {
+			os.RemoveAll(dir)
+			return "", fmt.Errorf("claude: MCP config: %w", err)
+		}
+		args[i] = flag + file
+		return dir, nil
+	}
+	return "", nil
 }
 
 // env is the CLI's environment: base (the daemon's when nil), then

@@ -266,3 +266,28 @@ func TestInspect(t *testing.T) {
 		t.Fatalf("failing --version: %+v", in)
 	}
 }
+
+// The MCP config, which carries the agent's token, never stands on the
+// command line: it goes to a 0600 file in a 0700 directory.
+func TestMCPConfigIsAPrivateFile(t *testing.T) {
+	args := []string{"-p", `--mcp-config={"mcpServers":{"fleet":{"headers":{"Authorization":"Bearer secret"}}}}`, "--allowedTools=x"}
+	dir, err := privateMCPConfig(args)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer os.RemoveAll(dir)
+	if strings.Contains(strings.Join(args, " "), "secret") {
+		t.Fatalf("the token is still on the command line: %q", args)
+	}
+	file := strings.TrimPrefix(args[1], "--mcp-config=")
+	fi, err := os.Stat(file)
+	if err != nil || fi.Mode().Perm() != 0o600 {
+		t.Fatalf("config file %s: %v %v", file, fi, err)
+	}
+	if di, err := os.Stat(dir); err != nil || di.Mode().Perm() != 0o700 {
+		t.Fatalf("config dir %s: %v %v", dir, di, err)
+	}
+	if b, _ := os.ReadFile(file); !strings.Contains(string(b), "Bearer secret") {
+		t.Fatalf("config file holds %q", b)
+	}
+}
