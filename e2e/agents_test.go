@@ -23,7 +23,7 @@ type agentEnv struct {
 // newAgentEnv starts the endpoint with script and writes config.json so
 // that `fleet run --provider name` finds the pinned CLI. The CLI gets a
 // private HOME.
-func newAgentEnv(t *testing.T, name string, script modelmock.Script) *agentEnv {
+func newAgentEnv(t *testing.T, name string, script modelmock.Script, limits ...map[string]any) *agentEnv {
 	t.Helper()
 	bin := modelmock.RequireCLI(t, name)
 	mock, err := modelmock.Start(script)
@@ -40,8 +40,14 @@ func newAgentEnv(t *testing.T, name string, script modelmock.Script) *agentEnv {
 		env["ANTHROPIC_BASE_URL"] = mock.URL()
 		env["ANTHROPIC_API_KEY"] = "sk-test"
 	}
+	lim := map[string]any{"stallGraceMs": 5000}
+	for _, l := range limits {
+		for k, v := range l {
+			lim[k] = v
+		}
+	}
 	cfg := map[string]any{
-		"limits":    map[string]any{"stallGraceMs": 5000},
+		"limits":    lim,
 		"providers": map[string]any{name: map[string]any{"path": bin, "env": env}},
 	}
 	b, _ := json.Marshal(cfg)
@@ -95,6 +101,8 @@ func coordinatorScript() modelmock.Script {
 		{Name: "follow-up", Match: "follow-up:", Turns: []modelmock.Turn{
 			{Text: "Followed up.", Usage: u(70, 7)},
 		}},
+		{Name: "hang", Match: "hang:", Turns: []modelmock.Turn{{Hang: true}}},
+		{Name: "fail", Match: "fail:", Turns: []modelmock.Turn{{Status: 500, ErrorMessage: "the scripted endpoint is down"}}},
 		{Name: "slow", Match: "slow:", Turns: []modelmock.Turn{
 			{Usage: u(10, 1), ToolCalls: []modelmock.ToolCall{{Name: "Bash", Input: map[string]any{"command": "sleep 300", "description": "wait"}}}},
 			{Text: "slept"},
@@ -284,4 +292,38 @@ func sleepers(session string) []int {
 		}
 	}
 	return out
+}
+
+// A model endpoint that never answers: the worker shows as stale and then
+// fails, after limits.agentStallTimeoutMs, with a reason that says so; an
+// endpoint answering 500 fails the worker in bounded time with the CLI's
+// own error text. The fleet keeps serving.
+func TestClaudeStallAndEndpointErrorFailWorkers(t *testing.T) {
+	ae := newAgentEnv(t, "claude", coordinatorScript(), map[string]any{"agentStallTimeoutMs": 3000})
+	d := ae.start("--control-socket", "--provider", "claude")
+	s := watch(t, d.dial(protocol.ClientOther, "w"))
+	c := d.dial(protocol.ClientOther, "op")
+	s.waitFor("replayEnd", isType(protocol.TypeReplayEnd))
+	c.Send(&protocol.Prompt{Text: "/spawn hang: wait forever"})
+	c.Send(&protocol.Prompt{Text: "/spawn fail: try"})
+	failed := map[string]string{}
+	for len(failed) < 2 {
+		h := s.waitLong("both workers fail", func(m protocol.Message) bool {
+			h, ok := m.(*protocol.HubEvent)
+			return ok && h.Kind == protocol.HubFailed
+		}).(*protocol.HubEvent)
+		failed[h.From] = h.Text
+	}
+	if !strings.Contains(failed["w1"], "stalled") || !strings.Contains(failed["w1"], "agentStallTimeoutMs") {
+		t.Fatalf("hanging endpoint: %q", failed["w1"])
+	}
+	if !strings.Contains(failed["w2"], "500") {
+		t.Fatalf("failing endpoint: %q", failed["w2"])
+	}
+	c.Send(&protocol.Prompt{Text: "/spawn direct: still serving?"})
+	s.waitLong("a later worker still works", func(m protocol.Message) bool {
+		tr, ok := m.(*protocol.Transcript)
+		return ok && tr.Text == "Direct work done."
+	})
+	d.stop()
 }

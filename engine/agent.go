@@ -106,7 +106,7 @@ func (e *Engine) runTurn(ctx context.Context, h *host, dir, text string) provide
 		if err := sess.Send(ctx, provider.Turn{Text: text}); err != nil {
 			return provider.TurnEnded{ExitCode: -1, Err: fmt.Errorf("send the task to %s: %w", prov.Name(), err)}
 		}
-		res := e.awaitTurn(ctx, h, sess)
+		res := e.awaitTurn(ctx, h, sess, quiet(prov))
 		if res.Err != nil || res.Interrupted {
 			return res
 		}
@@ -124,9 +124,9 @@ func (e *Engine) runTurn(ctx context.Context, h *host, dir, text string) provide
 const sessionStartTimeout = 2 * time.Minute
 
 // awaitTurn waits for the turn sent to sess to end.
-func (e *Engine) awaitTurn(ctx context.Context, h *host, sess provider.Session) provider.TurnEnded {
+func (e *Engine) awaitTurn(ctx context.Context, h *host, sess provider.Session, quiet bool) provider.TurnEnded {
 	var stall <-chan time.Time
-	if e.cfg.StallTimeout > 0 {
+	if e.cfg.StallTimeout > 0 && !quiet {
 		tick := time.NewTicker(min(e.cfg.StallTimeout/4+time.Millisecond, 5*time.Second))
 		defer tick.Stop()
 		stall = tick.C
@@ -735,4 +735,10 @@ func (h *host) lineAgent() string {
 		return ""
 	}
 	return h.agent
+}
+
+// quiet reports whether p's turns may be silent for long (provider.Quiet).
+func quiet(p provider.Provider) bool {
+	q, ok := p.(provider.Quiet)
+	return ok && q.Quiet()
 }

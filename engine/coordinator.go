@@ -143,7 +143,7 @@ func (e *Engine) coordinatorTurn(text string) provider.TurnEnded {
 		e.dropCoordinatorSession(sess)
 		return provider.TurnEnded{Err: fmt.Errorf("send the prompt to the coordinator: %w", err)}
 	}
-	res := e.awaitTurn(ctx, h, sess)
+	res := e.awaitTurn(ctx, h, sess, quiet(e.cfg.Provider))
 	select {
 	case <-sess.Done():
 		// The CLI is gone: the next prompt starts it again, resuming the

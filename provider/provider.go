@@ -341,6 +341,13 @@ func (e *MissingCLIError) Error() string {
 		e.Package + "`, or set " + e.ConfigKey + " in config.json to its path"
 }
 
+// Quiet is implemented by providers whose turns may rightly print nothing
+// for a long time (a shell command that sleeps or builds): the engine's
+// stall timeout does not apply to their sessions.
+type Quiet interface {
+	Quiet() bool
+}
+
 // Inspector is implemented by providers that wrap a CLI; fleet doctor and
 // start-up use it.
 type Inspector interface {

@@ -54,6 +54,9 @@ type Provider struct {
 
 func (p *Provider) Name() string { return "local" }
 
+// Quiet: a command may print nothing for as long as it needs.
+func (p *Provider) Quiet() bool { return true }
+
 // Start returns a session whose turns are shell commands run in spec.Dir.
 // Nothing runs between turns, so there is no process to start.
 func (p *Provider) Start(ctx context.Context, spec provider.Spec, h provider.Host) (provider.Session, error) {
