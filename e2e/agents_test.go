@@ -39,6 +39,19 @@ func newAgentEnv(t *testing.T, name string, script modelmock.Script, limits ...m
 	case "claude":
 		env["ANTHROPIC_BASE_URL"] = mock.URL()
 		env["ANTHROPIC_API_KEY"] = "sk-test"
+	case "codex":
+		// A custom provider reaches a local endpoint (OPENAI_BASE_URL is
+		// ignored). A model without metadata gets MCP tools listed
+		// directly (docs/providers/codex.md).
+		codexHome := filepath.Join(cliHome, "codex")
+		os.MkdirAll(codexHome, 0o700)
+		cfg := "model = \"mock-model\"\nmodel_provider = \"mock\"\n\n[model_providers.mock]\nname = \"Mock\"\n" +
+			"base_url = \"" + mock.URL() + "/v1\"\nenv_key = \"MOCK_API_KEY\"\nwire_api = \"responses\"\n"
+		if err := os.WriteFile(filepath.Join(codexHome, "config.toml"), []byte(cfg), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		env["CODEX_HOME"] = codexHome
+		env["MOCK_API_KEY"] = "sk-test"
 	}
 	lim := map[string]any{"stallGraceMs": 5000}
 	for _, l := range limits {
@@ -326,4 +339,115 @@ func TestClaudeStallAndEndpointErrorFailWorkers(t *testing.T) {
 		return ok && tr.Text == "Direct work done."
 	})
 	d.stop()
+}
+
+// The same scenario with the real Codex CLI (codex app-server): the
+// coordinator spawns two workers through the fleet's MCP tools, each runs
+// a command that needs approval, a second console allows one and denies
+// the other.
+func TestCodexCoordinatorSpawnsWorkersAndRelaysApprovals(t *testing.T) {
+	u := func(in, out int64) modelmock.Usage { return modelmock.Usage{Input: in, Output: out} }
+	script := modelmock.Script{Rules: []modelmock.Rule{
+		{Name: "coordinator", Match: "Add a greeting and a farewell", Turns: []modelmock.Turn{
+			{Usage: u(300, 30), ToolCalls: []modelmock.ToolCall{{Name: "mcp__fleet__spawn_worker", Input: map[string]any{"task": "worker-a: create hello.txt"}}}},
+			{Usage: u(320, 25), ToolCalls: []modelmock.ToolCall{{Name: "mcp__fleet__spawn_worker", Input: map[string]any{"task": "worker-b: create bye.txt"}}}},
+			{Text: "Two workers are on it.", Usage: u(340, 20)},
+		}},
+		{Name: "a", Match: "worker-a:", Turns: []modelmock.Turn{
+			{Usage: u(200, 15), ToolCalls: []modelmock.ToolCall{{Name: "exec_command", Input: map[string]any{"cmd": "echo hello > hello.txt"}}}},
+			{Text: "Wrote hello.txt.", Usage: u(210, 5)},
+		}},
+		{Name: "b", Match: "worker-b:", Turns: []modelmock.Turn{
+			{Usage: u(200, 15), ToolCalls: []modelmock.ToolCall{{Name: "exec_command", Input: map[string]any{"cmd": "echo bye > bye.txt"}}}},
+			{Text: "Done with bye.txt.", Usage: u(210, 5)},
+		}},
+	}}
+	ae := newAgentEnv(t, "codex", script)
+	d := ae.start("--control-socket", "--provider", "codex", "--workers", "2")
+	watcher := watch(t, d.dial(protocol.ClientOther, "watcher"))
+	op := d.dial(protocol.ClientOther, "op")
+	watcher.waitFor("replayEnd", isType(protocol.TypeReplayEnd))
+	op.Send(&protocol.Prompt{Text: "Add a greeting and a farewell to the repo"})
+	reply := watcher.waitLong("the coordinator's reply", isType(protocol.TypeReply)).(*protocol.Reply)
+	if reply.Text != "Two workers are on it." {
+		t.Fatalf("reply %q", reply.Text)
+	}
+	answered := 0
+	settled := map[string]string{}
+	changes := map[string]protocol.FileChangeEntry{}
+	for answered < 2 || len(settled) < 2 {
+		m := watcher.waitLong("approvals and settlements", func(protocol.Message) bool { return true })
+		switch m := m.(type) {
+		case *protocol.AskRequest, *protocol.ConfirmRequest:
+			var id, question string
+			var allowValue, denyValue string
+			if a, ok := m.(*protocol.AskRequest); ok {
+				id, question = a.ID, a.Question
+				for _, c := range a.Choices {
+					if c.Description == "allow_once" && allowValue == "" {
+						allowValue = c.Value
+					}
+					if c.Description == "reject" && denyValue == "" {
+						denyValue = c.Value
+					}
+				}
+			} else {
+				c := m.(*protocol.ConfirmRequest)
+				id, question = c.ID, c.Summary
+			}
+			allow := strings.Contains(question, "hello.txt")
+			if !allow && !strings.Contains(question, "bye.txt") {
+				t.Fatalf("unexpected request %q", question)
+			}
+			if allowValue == "" && denyValue == "" {
+				op.Send(&protocol.ConfirmResponse{ID: id, Approve: allow})
+			} else if allow {
+				op.Send(&protocol.AskResponse{ID: id, Text: allowValue})
+			} else {
+				op.Send(&protocol.AskResponse{ID: id, Text: denyValue})
+			}
+			answered++
+		case *protocol.FileChange:
+			for _, c := range m.Changes {
+				changes[c.Path] = c
+			}
+		case *protocol.HubEvent:
+			if m.Kind == protocol.HubCompleted || m.Kind == protocol.HubFailed {
+				settled[m.From] = m.Kind
+			}
+		}
+	}
+	if _, ok := changes["hello.txt"]; !ok {
+		t.Fatalf("no fileChange for the allowed command: %+v", changes)
+	}
+	if _, ok := changes["bye.txt"]; ok {
+		t.Fatalf("the denied command changed a file: %+v", changes)
+	}
+	fs := watcher.waitLong("token counts", func(m protocol.Message) bool {
+		fs, ok := m.(*protocol.FleetState)
+		return ok && fs.WorkerStatusCounts != nil && fs.WorkerStatusCounts.Completed+fs.WorkerStatusCounts.Failed == 2 && !fs.Coordinator.IsProcessing
+	}).(*protocol.FleetState)
+	// Exactly what the endpoint reported, each request once.
+	in, out := answeredUsage(script, ae.mock.Requests())
+	if *fs.Tokens.InputTokens != in || *fs.Tokens.OutputTokens != out || in < 960+410 {
+		t.Fatalf("session tokens %d/%d, the endpoint reported %d/%d", *fs.Tokens.InputTokens, *fs.Tokens.OutputTokens, in, out)
+	}
+	d.stop()
+}
+
+// answeredUsage sums the usage the endpoint reported in its answers.
+func answeredUsage(script modelmock.Script, reqs []modelmock.Request) (in, out int64) {
+	for _, r := range reqs {
+		if r.Status != 200 {
+			continue
+		}
+		for _, rule := range script.Rules {
+			if rule.Name == r.Rule && len(rule.Turns) > 0 {
+				t := rule.Turns[min(r.Turn, len(rule.Turns)-1)]
+				in += t.Usage.Input
+				out += t.Usage.Output
+			}
+		}
+	}
+	return in, out
 }
