@@ -356,7 +356,7 @@ func TestRoutingOverHTTP(t *testing.T) {
 	}
 	s.SetScript(Script{Default: &Turn{Text: "new default"}})
 	resp, b = post(t, c, url, messages(false, userText("the alpha task")))
-	if got := textOf(t, b); got != "new default" {
+	if got := textOf(t, b); resp.StatusCode != 200 || got != "new default" {
 		t.Errorf("after SetScript: %q", got)
 	}
 	if u := decode(t, b)["usage"]; get(u, "input_tokens") != 100.0 || get(u, "output_tokens") != 20.0 {
