@@ -451,3 +451,36 @@ func answeredUsage(script modelmock.Script, reqs []modelmock.Request) (in, out i
 	}
 	return in, out
 }
+
+// Eight Claude Code workers at once, each with its own turn: every one
+// completes with its own text and tokens, and the fleet answers a ping
+// meanwhile.
+func TestClaudeEightWorkersAtOnce(t *testing.T) {
+	ae := newAgentEnv(t, "claude", coordinatorScript())
+	d := ae.start("--control-socket", "--provider", "claude", "--workers", "8")
+	s := watch(t, d.dial(protocol.ClientOther, "w"))
+	c := d.dial(protocol.ClientOther, "op")
+	s.waitFor("replayEnd", isType(protocol.TypeReplayEnd))
+	for i := range 8 {
+		c.Send(&protocol.Prompt{Text: "/spawn direct: job " + strconv.Itoa(i)})
+	}
+	done := map[string]bool{}
+	for len(done) < 8 {
+		h := s.waitLong("eight workers settle", func(m protocol.Message) bool {
+			h, ok := m.(*protocol.HubEvent)
+			return ok && (h.Kind == protocol.HubCompleted || h.Kind == protocol.HubFailed)
+		}).(*protocol.HubEvent)
+		if h.Kind != protocol.HubCompleted {
+			t.Fatalf("%s: %s", h.From, h.Text)
+		}
+		done[h.From] = true
+	}
+	fs := s.waitLong("their tokens", func(m protocol.Message) bool {
+		fs, ok := m.(*protocol.FleetState)
+		return ok && fs.WorkerStatusCounts != nil && fs.WorkerStatusCounts.Completed == 8
+	}).(*protocol.FleetState)
+	if *fs.Tokens.InputTokens != 8*50 || *fs.Tokens.OutputTokens != 8*5 {
+		t.Fatalf("tokens %d/%d, want %d/%d", *fs.Tokens.InputTokens, *fs.Tokens.OutputTokens, 8*50, 8*5)
+	}
+	d.stop()
+}
