@@ -5,12 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
-	"sort"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/agents-fleet/fleet/engine"
+	"github.com/agents-fleet/fleet/history"
 	"github.com/agents-fleet/fleet/protocol"
 	"github.com/agents-fleet/fleet/provider/local"
 	"github.com/agents-fleet/fleet/store"
@@ -94,7 +94,7 @@ func openSession(ctx context.Context, home string, st *store.Store, o runOptions
 		release()
 		return nil, fmt.Errorf("--resume %s: load the session: %w", saved.ID, err)
 	}
-	s := &session{id: saved.ID, name: saved.Name, mode: saved.Mode, restore: toRestore(loaded), conversationTotal: loaded.ConversationTotal, release: release}
+	s := &session{id: saved.ID, name: saved.Name, mode: saved.Mode, restore: &loaded.State, conversationTotal: loaded.ConversationTotal, release: release}
 	// Nobody else serves the session (we hold its lock), so processes
 	// marked with it are leftovers of a killed fleet process.
 	if pids, err := local.KillLeftovers(saved.ID); err != nil {
@@ -102,7 +102,7 @@ func openSession(ctx context.Context, home string, st *store.Store, o runOptions
 	} else if len(pids) > 0 {
 		s.notes = append(s.notes, fmt.Sprintf("Stopped %d process(es) that tasks of the previous run left running (pid %s).", len(pids), joinInts(pids)))
 	}
-	s.history = toHydrate(loaded)
+	s.history = history.Hydrate(&loaded.Window)
 	s.notes = append(s.notes, fmt.Sprintf("Resumed session %s (%s), started %s.", saved.ID, saved.Name,
 		time.UnixMilli(saved.StartedAt).Format(time.DateTime)))
 	if saved.Cwd != cwd {
@@ -117,41 +117,6 @@ func joinInts(ns []int) string {
 		s[i] = strconv.Itoa(n)
 	}
 	return strings.Join(s, ", ")
-}
-
-func toRestore(l *store.Loaded) *engine.Restore {
-	r := &engine.Restore{Counters: l.Counters}
-	for _, t := range l.Tasks {
-		r.Tasks = append(r.Tasks, engine.TaskRecord{
-			ID: t.ID, Command: t.Command, Status: t.Status, Worker: t.Worker, Reason: t.Reason,
-			LoopID: t.LoopID, Attempt: t.Attempts, Planned: t.Planned, CreatedAt: t.CreatedAt, UpdatedAt: t.UpdatedAt,
-		})
-	}
-	for _, w := range l.Workers {
-		r.Workers = append(r.Workers, engine.WorkerRecord{
-			ID: w.ID, TaskID: w.TaskID, Status: w.Status, WorktreePath: w.WorktreePath, Branch: w.Branch,
-			BaseCommit: w.BaseCommit, StartedAt: w.StartedAt, EndedAt: w.EndedAt, LastActivityAt: w.LastActivityAt,
-			ToolUses: w.ToolUses,
-		})
-	}
-	return r
-}
-
-func toHydrate(l *store.Loaded) *protocol.Hydrate {
-	h := &protocol.Hydrate{}
-	for _, c := range l.Conversation {
-		h.Conversation = append(h.Conversation, protocol.HydrateConversationEntry{Role: protocol.Role(c.Role), Text: c.Text, Ts: c.Ts})
-	}
-	for agent, lines := range l.Transcripts {
-		for _, t := range lines {
-			h.Transcripts = append(h.Transcripts, protocol.HydrateTranscriptEntry{Agent: agent, Role: protocol.Role(t.Role), Text: t.Text, Ts: t.Ts})
-		}
-	}
-	sort.SliceStable(h.Transcripts, func(i, j int) bool { return h.Transcripts[i].Ts < h.Transcripts[j].Ts })
-	for _, ev := range l.Hub {
-		h.Hub = append(h.Hub, protocol.HubEvent{From: ev.From, Kind: ev.Kind, To: ev.To, Text: ev.Text, Ts: ev.Ts})
-	}
-	return h
 }
 
 // openWorkspaces gives workers git worktrees when cwd is in a repository.

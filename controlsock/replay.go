@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/agents-fleet/fleet/history"
 	"github.com/agents-fleet/fleet/protocol"
 )
 
@@ -95,31 +96,29 @@ func newReplayCache(l HistoryLimits) replayCache {
 	}
 }
 
-// observe records what a broadcast frame means for later attaches. frame
-// may be part of a buffer that clients' queues share (BroadcastBatch), so
-// what is kept is copied: a transcript line into the buffer of the ring
-// slot it takes over (no allocation once the ring is full), the few others
-// cloned.
+// observe records what a broadcast frame means for later attaches: a
+// frame that is part of the session's history (history.RecordOf decides,
+// as it does for what the journal saves) goes to the hydrate window; the
+// replay state (set-once snapshots, pending requests, the last fleetState)
+// is kept as the newest frames. frame may be part of a buffer that
+// clients' queues share (BroadcastBatch), so what is kept is copied: a
+// transcript line into the buffer of the ring slot it takes over (no
+// allocation once the ring is full), the few others cloned.
 func (r *replayCache) observe(m protocol.Message, frame []byte) {
-	switch m.(type) {
-	case *protocol.Transcript, *protocol.UserMessage, *protocol.Reply, *protocol.HubEvent:
+	if rec, ok := history.RecordOf(m); ok {
 		r.hydrated = nil
+		switch {
+		case rec.Transcript != nil:
+			r.addTranscript(rec.Transcript.Agent, rec.Transcript.Ts, frame)
+		case rec.Conversation != nil:
+			r.convoTotal++
+			r.conversation.push(rec.Conversation.HydrateEntry())
+		case rec.Hub != nil:
+			r.hub.push(rawEntry{ts: rec.Hub.Ts, frame: bytes.Clone(frame)})
+		}
+		return
 	}
 	switch m := m.(type) {
-	case *protocol.Transcript:
-		r.addTranscript(m.Agent, m.Ts, frame)
-	case *protocol.UserMessage:
-		r.convoTotal++
-		r.conversation.push(protocol.HydrateConversationEntry{Role: "user", Text: m.Text, Ts: nowMs()})
-	case *protocol.Reply:
-		ts := m.Ts
-		if ts == 0 {
-			ts = nowMs()
-		}
-		r.convoTotal++
-		r.conversation.push(protocol.HydrateConversationEntry{Role: "assistant", Text: m.Text, Ts: ts})
-	case *protocol.HubEvent:
-		r.hub.push(rawEntry{ts: m.Ts, frame: bytes.Clone(frame)})
 	case *protocol.FleetState:
 		r.fleet = bytes.Clone(frame)
 	case *protocol.ConfirmRequest:

@@ -1,6 +1,10 @@
 package engine
 
-import "time"
+import (
+	"time"
+
+	"github.com/agents-fleet/fleet/history"
+)
 
 // Persister saves session state. The engine calls it under its lock, in the
 // same order as it publishes events, so an implementation that queues both
@@ -12,28 +16,18 @@ type Persister interface {
 	SaveCounter(name string, value int64)
 }
 
-// TaskRecord is a task as saved.
-type TaskRecord struct {
-	ID, Command, Status, Worker, Reason, LoopID string
-	Attempt                                     int
-	Planned                                     bool
-	CreatedAt, UpdatedAt                        int64 // epoch ms
-}
+// TaskRecord is a task as saved: the store's row (package history).
+type TaskRecord = history.Task
 
-// WorkerRecord is a worker as saved.
-type WorkerRecord struct {
-	ID, TaskID, Status                 string
-	WorktreePath, Branch, BaseCommit   string
-	StartedAt, EndedAt, LastActivityAt int64 // epoch ms; EndedAt 0 while live
-	ToolUses                           int64
-}
+// WorkerRecord is a worker as saved: the store's row (package history).
+// An agent provider fills Provider, Model, AgentSessionID, the token
+// counts and Prompt.
+type WorkerRecord = history.Worker
 
-// Restore is a saved session's state, handed to New to resume it.
-type Restore struct {
-	Tasks    []TaskRecord   // creation order
-	Workers  []WorkerRecord // creation order
-	Counters map[string]int64
-}
+// Restore is a saved session's state, handed to New to resume it: what
+// the store loaded, as is. Tasks and Workers are in creation order;
+// Coordinator is the coordinator's CLI session to continue.
+type Restore = history.State
 
 // Counter names saved with SaveCounter.
 const (

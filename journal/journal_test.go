@@ -12,7 +12,7 @@ import (
 
 	"go.uber.org/goleak"
 
-	"github.com/agents-fleet/fleet/engine"
+	"github.com/agents-fleet/fleet/history"
 	"github.com/agents-fleet/fleet/protocol"
 	"github.com/agents-fleet/fleet/store"
 )
@@ -66,8 +66,8 @@ func TestSaveThenForwardInOrder(t *testing.T) {
 	pub := &checkingPublisher{t: t, st: st, session: "s1"}
 	j := New(st, "s1", pub, nil)
 	j.Broadcast(&protocol.UserMessage{Source: "alice", Text: "$ make", RequestID: "r1"})
-	j.SaveTask(engine.TaskRecord{ID: "t1", Command: "make", Status: "running", Worker: "w1", Planned: true})
-	j.SaveWorker(engine.WorkerRecord{ID: "w1", TaskID: "t1", Status: "running", LastActivityAt: 42})
+	j.SaveTask(history.Task{ID: "t1", Command: "make", Status: "running", Worker: "w1", Planned: true})
+	j.SaveWorker(history.Worker{ID: "w1", TaskID: "t1", Status: "running", LastActivityAt: 42})
 	j.SaveCounter("task", 1)
 	const n = 5000
 	for i := range n {

@@ -3,6 +3,8 @@ package store
 import (
 	"encoding/binary"
 	"errors"
+
+	"github.com/agents-fleet/fleet/protocol"
 )
 
 // Transcript chunks (migration 0002): Append stores each agent's lines of a
@@ -23,7 +25,7 @@ var errBadChunk = errors.New("corrupt transcript chunk")
 // appendChunkLine appends l to the chunk being built in buf; prevTs is the
 // ts of the chunk's previous line (0 for the first).
 func appendChunkLine(buf []byte, prevTs int64, l *TranscriptLine) []byte {
-	return appendChunkFields(buf, l.Ts-prevTs, l.Role, l.Stream, l.Text)
+	return appendChunkFields(buf, l.Ts-prevTs, string(l.Role), string(l.Stream), l.Text)
 }
 
 // appendChunkFields appends a line given by its fields (dts: its ts minus
@@ -82,7 +84,7 @@ func decodeChunkTail(data []byte, n int, agent string, dst []TranscriptLine) err
 		if text, p = stringAt(tail, p); p < 0 {
 			return errBadChunk
 		}
-		dst[i] = TranscriptLine{Agent: agent, Role: intern(role), Stream: intern(stream), Text: text, Ts: ts}
+		dst[i] = TranscriptLine{Agent: agent, Role: protocol.Role(intern(role)), Stream: protocol.Stream(intern(stream)), Text: text, Ts: ts}
 	}
 	if p != len(tail) {
 		return errBadChunk

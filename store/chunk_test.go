@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/agents-fleet/fleet/protocol"
 )
 
 // agentLines loads every line of every agent of session id.
@@ -38,8 +40,8 @@ func TestChunkRoundTrip(t *testing.T) {
 func testChunkRoundTrip(t *testing.T, s *Store) {
 	createT(t, s, newSession("s1", 1))
 	texts := append([]string{strings.Repeat("\xff", 70000), "\x00"}, weird...)
-	roles := []string{"tool", "", "assistant", "custom \xfe role", "system", "user"}
-	streams := []string{"stdout", "stderr", "", "odd\x00stream"}
+	roles := []protocol.Role{"tool", "", "assistant", "custom \xfe role", "system", "user"}
+	streams := []protocol.Stream{"stdout", "stderr", "", "odd\x00stream"}
 	tss := []int64{0, -1, math.MaxInt64, math.MinInt64, 1, time.Now().UnixMilli(), -1 << 40, 7}
 	var want []TranscriptLine
 	n := 0

@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+
+	"github.com/agents-fleet/fleet/history"
 )
 
 // Limits bound what Load reads. A zero field means its DefaultLimits value,
@@ -37,25 +39,22 @@ func (l Limits) withDefaults() Limits {
 	return l
 }
 
-// Loaded is what a resume and a hydrate need.
+// Loaded is what a resume and a hydrate need: the session, its history
+// window (history.Hydrate makes the hydrate of it) and the engine's state
+// (a resume hands it to the engine as is: engine.Restore is
+// history.State).
 type Loaded struct {
 	Session Session
-	// Conversation is the last Limits.Conversation entries, oldest first.
-	Conversation []ConversationEntry
-	// ConversationTotal counts all of the session's entries; it is larger
-	// than len(Conversation) when the window was truncated.
-	ConversationTotal int
-	// Transcripts maps each of the Limits.TranscriptAgents most recently
-	// active agents to its last Limits.TranscriptPerAgent lines, oldest
-	// first.
-	Transcripts map[string][]TranscriptLine
-	// Hub is the last Limits.Hub events, oldest first.
-	Hub []HubEvent
-	// Tasks and Workers are all of them, in creation order.
-	Tasks   []Task
-	Workers []Worker
-	// Counters holds every counter by name.
-	Counters map[string]int64
+	// Window: Conversation is the last Limits.Conversation entries,
+	// oldest first, and ConversationTotal counts all of them; Transcripts
+	// maps each of the Limits.TranscriptAgents most recently active agents
+	// to its last Limits.TranscriptPerAgent lines, oldest first; Hub is the
+	// last Limits.Hub events, oldest first.
+	history.Window
+	// State: Tasks and Workers are all of them, in creation order;
+	// Counters holds every counter by name; Coordinator is the session's
+	// coordinator CLI session (zero when none was saved).
+	history.State
 }
 
 // The windowed reads: each one walks an index backwards from its end and
@@ -75,6 +74,16 @@ const (
 )
 
 const sessionCols = `sid, id, name, cwd, provider, model, mode, repo_root, started_at, last_active`
+
+// workerCols are the columns of a history.Worker, in scanWorker's order.
+const workerCols = `id, task_id, status, worktree_path, branch, base_commit, started_at, ended_at, last_activity_at,
+	tool_uses, provider, model, agent_session_id, input_tokens, output_tokens, cache_read_tokens, cache_write_tokens, prompt`
+
+func scanWorker(r rowScanner, w *Worker) error {
+	return r.Scan(&w.ID, &w.TaskID, &w.Status, &w.WorktreePath, &w.Branch, &w.BaseCommit, &w.StartedAt, &w.EndedAt,
+		&w.LastActivityAt, &w.ToolUses, &w.Provider, &w.Model, &w.AgentSessionID, &w.InputTokens, &w.OutputTokens,
+		&w.CacheReadTokens, &w.CacheWriteTokens, &w.Prompt)
+}
 
 type rowScanner interface{ Scan(...any) error }
 
@@ -278,11 +287,15 @@ func (s *Store) Load(ctx context.Context, sessionID string, lim Limits) (*Loaded
 }
 
 func loadTx(ctx context.Context, tx *sql.Tx, id string, lim Limits) (*Loaded, error) {
-	l := &Loaded{Transcripts: make(map[string][]TranscriptLine), Counters: make(map[string]int64)}
+	l := &Loaded{Window: history.Window{Transcripts: make(map[string][]TranscriptLine)},
+		State: history.State{Counters: make(map[string]int64)}}
 	var sid int64
-	err := tx.QueryRowContext(ctx, `SELECT `+sessionCols+`, conversation_count FROM sessions WHERE id = ?`, id).Scan(
+	co := &l.Coordinator
+	err := tx.QueryRowContext(ctx, `SELECT `+sessionCols+`, conversation_count,
+		coordinator_provider, coordinator_model, coordinator_session_id FROM sessions WHERE id = ?`, id).Scan(
 		&sid, &l.Session.ID, &l.Session.Name, &l.Session.Cwd, &l.Session.Provider, &l.Session.Model, &l.Session.Mode,
-		&l.Session.RepoRoot, &l.Session.StartedAt, &l.Session.LastActive, &l.ConversationTotal)
+		&l.Session.RepoRoot, &l.Session.StartedAt, &l.Session.LastActive, &l.ConversationTotal,
+		&co.Provider, &co.Model, &co.SessionID)
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, ErrNotFound
 	}
@@ -296,7 +309,7 @@ func loadTx(ctx context.Context, tx *sql.Tx, id string, lim Limits) (*Loaded, er
 	// Conversation and hub: newest N by (sid, seq) descending, reversed.
 	err = queryEach(ctx, tx, func(r rowScanner) error {
 		var c ConversationEntry
-		if err := r.Scan(&c.Ts, &c.Role, &c.Source, &c.Text, &c.RequestID); err != nil {
+		if err := r.Scan(&c.Ts, (*string)(&c.Role), &c.Source, &c.Text, &c.RequestID); err != nil {
 			return err
 		}
 		l.Conversation = append(l.Conversation, c)
@@ -365,7 +378,7 @@ func loadTx(ctx context.Context, tx *sql.Tx, id string, lim Limits) (*Loaded, er
 
 	err = queryEach(ctx, tx, func(r rowScanner) error {
 		var t Task
-		if err := r.Scan(&t.ID, &t.Command, &t.Status, &t.Worker, &t.Reason, &t.CreatedAt, &t.UpdatedAt, &t.Attempts,
+		if err := r.Scan(&t.ID, &t.Command, &t.Status, &t.Worker, &t.Reason, &t.CreatedAt, &t.UpdatedAt, &t.Attempt,
 			&t.LoopID, &t.Planned); err != nil {
 			return err
 		}
@@ -378,14 +391,12 @@ func loadTx(ctx context.Context, tx *sql.Tx, id string, lim Limits) (*Loaded, er
 	}
 	err = queryEach(ctx, tx, func(r rowScanner) error {
 		var w Worker
-		if err := r.Scan(&w.ID, &w.TaskID, &w.Status, &w.WorktreePath, &w.Branch, &w.BaseCommit, &w.StartedAt, &w.EndedAt,
-			&w.LastActivityAt, &w.ToolUses); err != nil {
+		if err := scanWorker(r, &w); err != nil {
 			return err
 		}
 		l.Workers = append(l.Workers, w)
 		return nil
-	}, `SELECT id, task_id, status, worktree_path, branch, base_commit, started_at, ended_at, last_activity_at, tool_uses
-		FROM workers WHERE sid = ? ORDER BY seq`, sid)
+	}, `SELECT `+workerCols+` FROM workers WHERE sid = ? ORDER BY seq`, sid)
 	if err != nil {
 		return nil, err
 	}
@@ -462,7 +473,7 @@ func oldAgentWindow(ctx context.Context, old *sql.Stmt, a agentRow, lines []Tran
 	pos := more
 	for pos > 0 && rows.Next() {
 		t := TranscriptLine{Agent: a.name}
-		if err := rows.Scan(&t.Ts, &t.Role, &t.Stream, &t.Text); err != nil {
+		if err := rows.Scan(&t.Ts, (*string)(&t.Role), (*string)(&t.Stream), &t.Text); err != nil {
 			return nil, err
 		}
 		pos--

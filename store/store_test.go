@@ -361,11 +361,14 @@ func TestRoundTripEveryKind(t *testing.T) {
 		recs = append(recs, Record{Conversation: &c}, Record{Transcript: &l}, Record{Hub: &h})
 	}
 	task := Task{ID: "t1", Command: "$ echo \xff", Status: "running", Worker: "w1", Reason: "", CreatedAt: 10, UpdatedAt: 11,
-		Attempts: 1, LoopID: "l1", Planned: true}
+		Attempt: 1, LoopID: "l1", Planned: true}
 	worker := Worker{ID: "w1", TaskID: "t1", Status: "running", WorktreePath: "/wt/w1", Branch: "fleet/s1/w1", BaseCommit: "abc",
-		StartedAt: 12, LastActivityAt: 13, ToolUses: 3}
+		StartedAt: 12, LastActivityAt: 13, ToolUses: 3, Provider: "claude", Model: "sonnet \xff", AgentSessionID: "sess-1",
+		InputTokens: 1 << 40, OutputTokens: 2, CacheReadTokens: 3, CacheWriteTokens: 4, Prompt: weird[len(weird)-1]}
+	coord := Coordinator{Provider: "codex", Model: "gpt", SessionID: "thread-\x00-1"}
 	recs = append(recs, Record{Task: &task}, Record{Worker: &worker},
-		Record{Counter: &Counter{Name: "nextTask", Value: 2}}, Record{Counter: &Counter{Name: "big", Value: -1 << 62}})
+		Record{Counter: &Counter{Name: "nextTask", Value: 2}}, Record{Counter: &Counter{Name: "big", Value: -1 << 62}},
+		Record{Coordinator: &Coordinator{Provider: "claude", SessionID: "replaced"}}, Record{Coordinator: &coord})
 	appendT(t, s, "s1", recs...)
 	if err := s.Append(t.Context(), "s1", nil); err != nil {
 		t.Errorf("empty Append: %v", err)
@@ -389,6 +392,9 @@ func TestRoundTripEveryKind(t *testing.T) {
 	}
 	if !reflect.DeepEqual(l.Counters, map[string]int64{"nextTask": 2, "big": -1 << 62}) {
 		t.Errorf("counters %v", l.Counters)
+	}
+	if l.Coordinator != coord {
+		t.Errorf("coordinator %+v, want %+v", l.Coordinator, coord)
 	}
 	if l.Session.LastActive != 4242 || l.Session.Tasks != (TaskCounts{Running: 1, Total: 1}) {
 		t.Errorf("session %+v", l.Session)
@@ -446,8 +452,8 @@ func TestUpsertsInPlace(t *testing.T) {
 	}
 	// Update t2 twice in one batch and t1 once later: positions keep.
 	appendT(t, s, "s1",
-		Record{Task: &Task{ID: "t2", Command: "cmdt2", Status: "running", Worker: "wt2", UpdatedAt: 5, Attempts: 1}},
-		Record{Task: &Task{ID: "t2", Command: "cmdt2", Status: "failed", Worker: "wt2", Reason: "exit 1", UpdatedAt: 6, Attempts: 1}},
+		Record{Task: &Task{ID: "t2", Command: "cmdt2", Status: "running", Worker: "wt2", UpdatedAt: 5, Attempt: 1}},
+		Record{Task: &Task{ID: "t2", Command: "cmdt2", Status: "failed", Worker: "wt2", Reason: "exit 1", UpdatedAt: 6, Attempt: 1}},
 		Record{Worker: &Worker{ID: "wt2", TaskID: "t2", Status: "failed", EndedAt: 6, ToolUses: 4}})
 	appendT(t, s, "s1", Record{Task: &Task{ID: "t1", Status: "done"}})
 
@@ -459,7 +465,7 @@ func TestUpsertsInPlace(t *testing.T) {
 	if fmt.Sprint(ids, statuses) != "[t1 t2 t3] [done failed pending]" {
 		t.Errorf("tasks %v %v", ids, statuses)
 	}
-	if l.Tasks[1] != (Task{ID: "t2", Command: "cmdt2", Status: "failed", Worker: "wt2", Reason: "exit 1", UpdatedAt: 6, Attempts: 1}) {
+	if l.Tasks[1] != (Task{ID: "t2", Command: "cmdt2", Status: "failed", Worker: "wt2", Reason: "exit 1", UpdatedAt: 6, Attempt: 1}) {
 		t.Errorf("t2 = %+v", l.Tasks[1])
 	}
 	if len(l.Workers) != 3 || l.Workers[1] != (Worker{ID: "wt2", TaskID: "t2", Status: "failed", EndedAt: 6, ToolUses: 4}) {

@@ -20,6 +20,7 @@ const (
 	stTask
 	stWorker
 	stCounter
+	stCoordinator
 	stAgentGet
 	stAgentAdd
 	stAgentTouch
@@ -43,14 +44,21 @@ var stmtSQL = [nStmts]string{
 			updated_at = excluded.updated_at, attempts = excluded.attempts, loop_id = excluded.loop_id,
 			planned = excluded.planned`,
 	stWorker: `INSERT INTO workers (sid, id, task_id, status, worktree_path, branch, base_commit, started_at, ended_at,
-			last_activity_at, tool_uses)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+			last_activity_at, tool_uses, provider, model, agent_session_id, input_tokens, output_tokens,
+			cache_read_tokens, cache_write_tokens, prompt)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
 		ON CONFLICT (sid, id) DO UPDATE SET task_id = excluded.task_id, status = excluded.status,
 			worktree_path = excluded.worktree_path, branch = excluded.branch, base_commit = excluded.base_commit,
 			started_at = excluded.started_at, ended_at = excluded.ended_at,
-			last_activity_at = excluded.last_activity_at, tool_uses = excluded.tool_uses`,
+			last_activity_at = excluded.last_activity_at, tool_uses = excluded.tool_uses,
+			provider = excluded.provider, model = excluded.model, agent_session_id = excluded.agent_session_id,
+			input_tokens = excluded.input_tokens, output_tokens = excluded.output_tokens,
+			cache_read_tokens = excluded.cache_read_tokens, cache_write_tokens = excluded.cache_write_tokens,
+			prompt = excluded.prompt`,
 	stCounter: `INSERT INTO counters (sid, name, value) VALUES (?, ?, ?)
 		ON CONFLICT (sid, name) DO UPDATE SET value = excluded.value`,
+	stCoordinator: `UPDATE sessions SET coordinator_provider = ?, coordinator_model = ?, coordinator_session_id = ?
+		WHERE sid = ?`,
 	stAgentGet:     `SELECT aid FROM transcript_agents WHERE sid = ? AND agent = ?`,
 	stAgentAdd:     `INSERT INTO transcript_agents (sid, agent) VALUES (?, ?)`,
 	stAgentTouch:   `UPDATE transcript_agents SET last_seq = ?2, lines = lines + ?3 WHERE aid = ?1`,
@@ -199,7 +207,7 @@ func (s *Store) Append(ctx context.Context, sessionID string, recs []Record) err
 		return nil
 	}
 	for i := range recs {
-		if err := recs[i].check(); err != nil {
+		if err := recs[i].Validate(); err != nil {
 			return fmt.Errorf("append to session %s: record %d: %w", sessionID, i, err)
 		}
 	}
@@ -358,12 +366,12 @@ func (s *Store) writeLocked(ctx context.Context, sid int64, recs []Record, o wri
 				agent, ti = l.Agent, b.touch(aid)
 			}
 			c := &b.touched[ti]
-			c.buf = appendChunkFields(c.buf, l.Ts-c.lastTs, l.Role, l.Stream, l.Text)
+			c.buf = appendChunkLine(c.buf, c.lastTs, l)
 			c.lines++
 			c.last, c.lastTs = i, l.Ts
 		case r.Conversation != nil:
 			c := r.Conversation
-			if _, err := b.stmt(s, tx, stConversation).Exec(sid, c.Ts, c.Role, c.Source, c.Text, c.RequestID); err != nil {
+			if _, err := b.stmt(s, tx, stConversation).Exec(sid, c.Ts, string(c.Role), c.Source, c.Text, c.RequestID); err != nil {
 				return err
 			}
 			convN++
@@ -378,7 +386,7 @@ func (s *Store) writeLocked(ctx context.Context, sid int64, recs []Record, o wri
 		case r.Task != nil:
 			t := r.Task
 			_, err := b.stmt(s, tx, stTask).Exec(sid, t.ID, t.Command, t.Status, t.Worker, t.Reason,
-				t.CreatedAt, t.UpdatedAt, t.Attempts, t.LoopID, t.Planned)
+				t.CreatedAt, t.UpdatedAt, t.Attempt, t.LoopID, t.Planned)
 			if err != nil {
 				return err
 			}
@@ -386,16 +394,23 @@ func (s *Store) writeLocked(ctx context.Context, sid int64, recs []Record, o wri
 		case r.Worker != nil:
 			w := r.Worker
 			_, err := b.stmt(s, tx, stWorker).Exec(sid, w.ID, w.TaskID, w.Status, w.WorktreePath, w.Branch,
-				w.BaseCommit, w.StartedAt, w.EndedAt, w.LastActivityAt, w.ToolUses)
+				w.BaseCommit, w.StartedAt, w.EndedAt, w.LastActivityAt, w.ToolUses, w.Provider, w.Model,
+				w.AgentSessionID, w.InputTokens, w.OutputTokens, w.CacheReadTokens, w.CacheWriteTokens, w.Prompt)
 			if err != nil {
 				return err
 			}
-			walBytes += walRow
+			walBytes += int64(len(w.Prompt)) + walRow
 		case r.Counter != nil:
 			if _, err := b.stmt(s, tx, stCounter).Exec(sid, r.Counter.Name, r.Counter.Value); err != nil {
 				return err
 			}
 			walBytes += walRow
+		case r.Coordinator != nil:
+			c := r.Coordinator
+			if _, err := b.stmt(s, tx, stCoordinator).Exec(c.Provider, c.Model, c.SessionID, sid); err != nil {
+				return err
+			}
+			walBytes += walFrame
 		}
 	}
 	if o.lines != nil {
