@@ -484,3 +484,72 @@ func TestClaudeEightWorkersAtOnce(t *testing.T) {
 	}
 	d.stop()
 }
+
+// kill -9 of the daemon while a worker's command runs, then
+// `fleet run --resume`: the leftover processes are stopped, and the
+// coordinator continues its conversation in the same CLI session.
+func TestClaudeKill9ThenResumeContinuesTheCoordinator(t *testing.T) {
+	script := coordinatorScript()
+	script.Rules = append([]modelmock.Rule{
+		{Name: "first", Match: "remember the word banana", Turns: []modelmock.Turn{{Text: "Noted: banana.", Usage: modelmock.Usage{Input: 40, Output: 4}}}},
+		{Name: "second", Match: "which word", Turns: []modelmock.Turn{{Text: "banana", Usage: modelmock.Usage{Input: 60, Output: 1}}}},
+	}, script.Rules...)
+	ae := newAgentEnv(t, "claude", script)
+	d := ae.start("--control-socket", "--provider", "claude")
+	s := watch(t, d.dial(protocol.ClientOther, "w"))
+	c := d.dial(protocol.ClientOther, "op")
+	session := c.Welcome().SessionID
+	s.waitFor("replayEnd", isType(protocol.TypeReplayEnd))
+	c.Send(&protocol.Prompt{Text: "remember the word banana"})
+	if r := s.waitLong("the first reply", isType(protocol.TypeReply)).(*protocol.Reply); r.Text != "Noted: banana." {
+		t.Fatalf("reply %q", r.Text)
+	}
+	c.Send(&protocol.Prompt{Text: "/spawn slow: wait"})
+	deadline := time.Now().Add(3 * time.Minute)
+	for len(sleepers(session)) == 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("the agent's sleep never started")
+		}
+		select {
+		case f := <-s.frames:
+			if a, ok := f.m.(*protocol.AskRequest); ok {
+				c.Send(&protocol.AskResponse{ID: a.ID, Text: "allow"})
+			}
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+	d.cmd.Process.Kill()
+	<-d.done
+	if len(markedProcesses(session)) == 0 {
+		t.Fatal("nothing of the killed fleet was left to stop (the test proves nothing)")
+	}
+
+	d2 := ae.start("--control-socket", "--provider", "claude", "--resume", session)
+	deadline = time.Now().Add(time.Minute)
+	for len(markedProcesses(session)) > 0 {
+		// The new fleet's own processes carry the session too, but it
+		// runs none until a prompt arrives.
+		if time.Now().After(deadline) {
+			t.Fatalf("processes %v of the killed fleet still run after the resume", markedProcesses(session))
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	s2 := watch(t, d2.dial(protocol.ClientOther, "w2"))
+	c2 := d2.dial(protocol.ClientOther, "op2")
+	s2.waitFor("replayEnd", isType(protocol.TypeReplayEnd))
+	c2.Send(&protocol.Prompt{Text: "which word did I ask you to remember?"})
+	if r := s2.waitLong("the resumed reply", isType(protocol.TypeReply)).(*protocol.Reply); r.Text != "banana" {
+		t.Fatalf("reply %q", r.Text)
+	}
+	// The coordinator's request carries the first conversation.
+	found := false
+	for _, r := range ae.mock.Requests() {
+		if r.Rule == "second" && strings.Contains(string(r.Body), "Noted: banana.") {
+			found = true
+		}
+	}
+	if !found {
+		t.Fatal("the resumed coordinator did not continue its CLI session")
+	}
+	d2.stop()
+}

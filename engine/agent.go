@@ -440,13 +440,17 @@ func (e *Engine) sessionStarted(h *host, s provider.SessionStarted) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	if h.w == nil {
+		changed := false
 		if s.ID != "" && s.ID != e.coordSession {
-			e.coordSession = s.ID
+			e.coordSession, changed = s.ID, true
 		}
-		if s.Model != "" {
-			e.coordModel = s.Model
+		if s.Model != "" && s.Model != e.coordModel {
+			e.coordModel, changed = s.Model, true
 		}
-		e.changedLocked()
+		if changed {
+			e.saveCoordinatorLocked()
+			e.changedLocked()
+		}
 		return
 	}
 	changed := false

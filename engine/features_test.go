@@ -9,6 +9,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/agents-fleet/fleet/history"
 	"github.com/agents-fleet/fleet/protocol"
 	"github.com/agents-fleet/fleet/provider"
 	"github.com/agents-fleet/fleet/provider/local"
@@ -204,8 +205,9 @@ type memPersister struct {
 func newMemPersister() *memPersister {
 	return &memPersister{tasks: map[string]TaskRecord{}, workers: map[string]WorkerRecord{}, counters: map[string]int64{}}
 }
-func (p *memPersister) SaveTask(r TaskRecord)     { p.mu.Lock(); p.tasks[r.ID] = r; p.mu.Unlock() }
-func (p *memPersister) SaveWorker(r WorkerRecord) { p.mu.Lock(); p.workers[r.ID] = r; p.mu.Unlock() }
+func (p *memPersister) SaveTask(r TaskRecord)               { p.mu.Lock(); p.tasks[r.ID] = r; p.mu.Unlock() }
+func (p *memPersister) SaveWorker(r WorkerRecord)           { p.mu.Lock(); p.workers[r.ID] = r; p.mu.Unlock() }
+func (p *memPersister) SaveCoordinator(history.Coordinator) {}
 func (p *memPersister) SaveCounter(n string, v int64) {
 	p.mu.Lock()
 	p.counters[n] = v

@@ -1,9 +1,11 @@
 package engine
 
 import (
+	"fmt"
 	"time"
 
 	"github.com/agents-fleet/fleet/history"
+	"github.com/agents-fleet/fleet/provider"
 )
 
 // Persister saves session state. The engine calls it under its lock, in the
@@ -14,6 +16,9 @@ type Persister interface {
 	SaveTask(TaskRecord)
 	SaveWorker(WorkerRecord)
 	SaveCounter(name string, value int64)
+	// SaveCoordinator saves the coordinator agent's CLI session, so a
+	// resume continues its conversation.
+	SaveCoordinator(history.Coordinator)
 }
 
 // TaskRecord is a task as saved: the store's row (package history).
@@ -64,8 +69,16 @@ func (e *Engine) saveWorkerLocked(w *worker) {
 		ID: w.id, TaskID: w.taskID, Status: w.status,
 		WorktreePath: w.worktreePath, Branch: w.branch, BaseCommit: w.baseCommit,
 		StartedAt: w.startedAt.UnixMilli(), EndedAt: ended, LastActivityAt: w.lastActivity.Load(),
-		ToolUses: w.toolUses,
+		ToolUses: w.toolUses, Provider: e.agentTypeLocked(w), Model: w.model, AgentSessionID: w.agentSession,
+		InputTokens: w.tokens.input, OutputTokens: w.tokens.output,
+		CacheReadTokens: w.tokens.cacheRead, CacheWriteTokens: w.tokens.cacheWrite,
 	})
+}
+
+func (e *Engine) saveCoordinatorLocked() {
+	if e.cfg.Persister != nil {
+		e.cfg.Persister.SaveCoordinator(history.Coordinator{Provider: e.cfg.Provider.Name(), Model: e.coordModel, SessionID: e.coordSession})
+	}
 }
 
 func (e *Engine) saveCounterLocked(name string, v int) {
@@ -105,7 +118,14 @@ func (e *Engine) restoreLocked(r *Restore) {
 			id: wr.ID, name: wr.ID, status: wr.Status, taskID: wr.TaskID,
 			startedAt: time.UnixMilli(wr.StartedAt), toolUses: wr.ToolUses,
 			worktreePath: wr.WorktreePath, branch: wr.Branch, baseCommit: wr.BaseCommit,
+			provider: wr.Provider, model: wr.Model, agentSession: wr.AgentSessionID,
+			tokens: tokens{input: wr.InputTokens, output: wr.OutputTokens, cacheRead: wr.CacheReadTokens, cacheWrite: wr.CacheWriteTokens},
 		}
+		if w.provider == e.cfg.Provider.Name() {
+			w.provider = "" // the default, as for a new worker
+		}
+		e.sessionTokens.add(provider.Usage{InputTokens: wr.InputTokens, OutputTokens: wr.OutputTokens,
+			CacheReadTokens: wr.CacheReadTokens, CacheWriteTokens: wr.CacheWriteTokens})
 		w.lastActivity.Store(wr.LastActivityAt)
 		if wr.EndedAt != 0 {
 			w.endedAt = time.UnixMilli(wr.EndedAt)
@@ -119,6 +139,15 @@ func (e *Engine) restoreLocked(r *Restore) {
 		}
 		e.workers = append(e.workers, w)
 		e.workerByID[w.id] = w
+	}
+	// The coordinator continues its CLI session when the provider is the
+	// same (a session id means nothing to another CLI).
+	if c := r.Coordinator; c.SessionID != "" {
+		if c.Provider == e.cfg.Provider.Name() {
+			e.coordSession, e.coordModel = c.SessionID, c.Model
+		} else {
+			e.replyLocked(fmt.Sprintf("The session's coordinator ran on %s; this run uses %s, so it starts a new conversation.", c.Provider, e.cfg.Provider.Name()))
+		}
 	}
 	e.changedLocked()
 }
