@@ -118,18 +118,24 @@ func TestCheckpointKeepsUpWithAStream(t *testing.T) {
 	ckDefaults.streamBytes = 256 << 10
 	s := openDirectT(t, filepath.Join(t.TempDir(), "fleet.db"))
 	createT(t, s, newSession("s1", 1))
+	// The checkpointer runs on a goroutine of its own, which a loaded
+	// machine may not schedule during a short burst; the stream goes on
+	// (bounded) until it has had its rounds, and what is checked is that
+	// they came during the stream, while commits kept their pace.
 	var maxGap time.Duration
 	prev := time.Now()
-	for i := range 600 { // ~600 × 12 KiB estimated: about 28 rounds' worth
-		appendT(t, s, "s1", line("w", fmt.Sprint("line ", i), int64(i+1)))
+	deadline := prev.Add(30 * time.Second)
+	n := 0
+	for ; n < 600 || s.ck.runs.Load() < 2 && time.Now().Before(deadline); n++ { // ~600 × 12 KiB estimated: about 28 rounds' worth
+		appendT(t, s, "s1", line("w", fmt.Sprint("line ", n), int64(n+1)))
 		now := time.Now()
 		maxGap = max(maxGap, now.Sub(prev))
 		prev = now
 	}
 	runs := s.ck.runs.Load()
-	t.Logf("%d checkpoints during the stream (longest gap between commits %v)", runs, maxGap)
-	if maxGap < ckDefaults.idle/2 && runs < 2 {
-		t.Errorf("%d checkpoints during a stream of %d small commits", runs, 600)
+	t.Logf("%d checkpoints during a stream of %d commits (longest gap between commits %v)", runs, n, maxGap)
+	if runs < 2 {
+		t.Errorf("%d checkpoints during a stream of %d small commits", runs, n)
 	}
 	if s.ck.locked.Load() != 0 {
 		t.Errorf("%d catch-up passes under the write lock for a small WAL", s.ck.locked.Load())
