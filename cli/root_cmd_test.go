@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"reflect"
 	"regexp"
 	"slices"
 	"sort"
@@ -18,7 +17,6 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
-	"github.com/agents-fleet/fleet/config"
 	"github.com/agents-fleet/fleet/controlsock"
 	"github.com/agents-fleet/fleet/protocol"
 	"github.com/agents-fleet/fleet/registry"
@@ -522,30 +520,5 @@ func TestRootTimeout(t *testing.T) {
 	wantExit(t, err, 1, "retry with the same flags, ROOT r1, --operation-id op-t and --revision 3")
 	if !strings.Contains(err.Error(), "timed out after 200ms") {
 		t.Errorf("err %v", err)
-	}
-}
-
-// TestSendBufferSetting: limits.sendBufferBytes absent keeps the server's
-// default, 0 asks for the system's, any other value is passed on.
-func TestSendBufferSetting(t *testing.T) {
-	zero, some := 0, 65536
-	if sendBufferBytes(nil) != 0 || sendBufferBytes(&zero) != -1 || sendBufferBytes(&some) != 65536 {
-		t.Fatal(sendBufferBytes(nil), sendBufferBytes(&zero), sendBufferBytes(&some))
-	}
-}
-
-// TestServerLimits: every limit of config.json reaches the control server,
-// and an absent one leaves the server's default.
-func TestServerLimits(t *testing.T) {
-	n := func(v int) *int { return &v }
-	got := serverLimits(config.Limits{MaxClients: n(10), MaxInflight: n(3), HelloTimeoutMs: n(500), WriteTimeoutMs: n(700),
-		QueueBytes: n(1 << 20), SoftQueueBytes: n(1 << 18), SendBufferBytes: n(0), StallGraceMs: n(900)})
-	want := controlsock.Config{MaxClients: 10, MaxInflight: 3, HelloTimeout: 500 * time.Millisecond, WriteTimeout: 700 * time.Millisecond,
-		MaxQueueBytes: 1 << 20, SoftQueueBytes: 1 << 18, SendBufferBytes: -1, StallGrace: 900 * time.Millisecond}
-	if !reflect.DeepEqual(got, want) {
-		t.Errorf("limits:\n got %+v\nwant %+v", got, want)
-	}
-	if got := serverLimits(config.Limits{}); !reflect.DeepEqual(got, controlsock.Config{}) {
-		t.Errorf("no limits: %+v, want all defaults (zero)", got)
 	}
 }

@@ -11,6 +11,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/agents-fleet/fleet/config"
+	"github.com/agents-fleet/fleet/daemon"
 	"github.com/agents-fleet/fleet/worktree"
 )
 
@@ -38,7 +39,7 @@ unique prefix of the id is enough).`,
 				}
 				return nil
 			}
-			st, err := openStore(home)
+			st, err := daemon.OpenStore(home)
 			if err != nil {
 				return err
 			}

@@ -173,13 +173,16 @@ type Server struct {
 	congested atomic.Int64
 	reliefMu  sync.Mutex
 	relief    chan struct{}
+	serving   bool // Serve or ServeConn was called; guarded by mu
 }
 
-// New returns a server. It panics if Token or Backend is missing: that is a
-// programming error, not an operating condition.
+// New returns a server. It panics if Token is missing: that is a
+// programming error, not an operating condition. Backend may be left out
+// and given with Attach: the fleet builds the server first (it is where the
+// engine's events go) and the engine it drives after it.
 func New(cfg Config) *Server {
-	if cfg.Token == "" || cfg.Backend == nil {
-		panic("controlsock: Config.Token and Config.Backend are required")
+	if cfg.Token == "" {
+		panic("controlsock: Config.Token is required")
 	}
 	cfg.setDefaults()
 	w := cfg.Welcome
@@ -200,6 +203,26 @@ func New(cfg Config) *Server {
 	}
 }
 
+// Attach sets the backend that clients' requests go to, when Config had
+// none. It must be called once, before Serve and ServeConn.
+func (s *Server) Attach(b Backend) {
+	if b == nil || s.cfg.Backend != nil {
+		panic("controlsock: Attach needs a backend, once, and only when Config.Backend was not set")
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.serving {
+		panic("controlsock: Attach after Serve")
+	}
+	s.cfg.Backend = b
+}
+
+func (s *Server) checkBackend() {
+	if s.cfg.Backend == nil {
+		panic("controlsock: Serve before Attach (no Backend)")
+	}
+}
+
 // ErrServerClosed is returned by Serve after Shutdown.
 var ErrServerClosed = errors.New("controlsock: server closed")
 
@@ -207,6 +230,8 @@ var ErrServerClosed = errors.New("controlsock: server closed")
 // closes ln when it returns.
 func (s *Server) Serve(ln net.Listener) error {
 	s.mu.Lock()
+	s.checkBackend()
+	s.serving = true
 	if s.closing {
 		s.mu.Unlock()
 		ln.Close()
@@ -256,6 +281,10 @@ func isTemporary(err error) bool {
 // in-process pipe for the fleet's own terminal with SurfaceTerminal). It
 // returns at once; the connection is served on goroutines the server owns.
 func (s *Server) ServeConn(conn net.Conn, surface Surface) {
+	s.mu.Lock()
+	s.checkBackend()
+	s.serving = true
+	s.mu.Unlock()
 	if uc, ok := conn.(*net.UnixConn); ok && s.cfg.SendBufferBytes > 0 {
 		if err := uc.SetWriteBuffer(s.cfg.SendBufferBytes); err != nil {
 			s.log.Debug("could not size the socket send buffer", "err", err)

@@ -1,6 +1,14 @@
-// Package daemon composes a fleet: it builds the providers a session can
-// use from config.json and the flags, and (growing) the rest of the
-// daemon's composition. The cli package keeps only commands.
+// Package daemon composes a fleet: the session (new or resumed, and its
+// lock), the store and journal, the control server and its endpoint, the
+// providers from config.json and the flags, the fleet's MCP tools, the
+// native root, the engine, signals and shutdown (Run). The cli package
+// keeps only commands: it parses flags and calls Run.
+//
+// Events flow engine → journal (saved first) → control server (fanned out);
+// requests flow back from the server to the engine through a small
+// Backend. The server is built before the engine (it is where the engine's
+// events go) and the engine is attached to it once built: no lazy
+// pointers.
 package daemon
 
 import (

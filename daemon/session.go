@@ -1,4 +1,4 @@
-package cli
+package daemon
 
 import (
 	"context"
@@ -27,7 +27,7 @@ const (
 // same window the control server keeps live.
 var hydrateLimits = store.Limits{Conversation: 200, TranscriptPerAgent: 200, TranscriptAgents: 64, Hub: 500}
 
-func openStore(home string) (*store.Store, error) {
+func OpenStore(home string) (*store.Store, error) {
 	return store.Open(filepath.Join(home, "state", "fleet.db"))
 }
 
@@ -48,19 +48,19 @@ var errSessionBusy = errors.New("the session is being served by another fleet pr
 // and holds its lock (release it when the fleet stops). Resuming stops
 // what tasks of an earlier, killed fleet process of the session left
 // running.
-func openSession(ctx context.Context, home string, st *store.Store, o runOptions, name, cwd string) (*session, error) {
+func openSession(ctx context.Context, home string, st *store.Store, o Options, providerName, name, cwd string) (*session, error) {
 	mode := modeLegacy
-	if o.nativeRoot {
+	if o.NativeRoot {
 		mode = modeNative
 	}
-	if o.resume == "" {
+	if o.Resume == "" {
 		id, err := randomHex(8)
 		if err != nil {
 			return nil, err
 		}
 		now := time.Now().UnixMilli()
 		if err := st.CreateSession(ctx, store.Session{
-			ID: id, Name: name, Cwd: cwd, Provider: o.provider, Model: o.provider, Mode: mode,
+			ID: id, Name: name, Cwd: cwd, Provider: providerName, Model: o.Model, Mode: mode,
 			StartedAt: now, LastActive: now,
 		}); err != nil {
 			return nil, fmt.Errorf("save the new session: %w", err)
@@ -72,17 +72,17 @@ func openSession(ctx context.Context, home string, st *store.Store, o runOptions
 		return &session{id: id, name: name, mode: mode, release: release}, nil
 	}
 
-	saved, err := st.GetSession(ctx, o.resume)
+	saved, err := st.GetSession(ctx, o.Resume)
 	if err != nil {
 		if errors.Is(err, store.ErrNotFound) {
-			return nil, fmt.Errorf("--resume %s: no saved session with that id (fleet sessions lists them)", o.resume)
+			return nil, fmt.Errorf("--resume %s: no saved session with that id (fleet sessions lists them)", o.Resume)
 		}
-		return nil, fmt.Errorf("--resume %s: %w", o.resume, err)
+		return nil, fmt.Errorf("--resume %s: %w", o.Resume, err)
 	}
 	switch {
-	case o.nativeRoot && saved.Mode != modeNative:
+	case o.NativeRoot && saved.Mode != modeNative:
 		return nil, fmt.Errorf("--resume %s: the session is %s; it cannot be resumed with --native-root (resume it without the flag)", saved.ID, saved.Mode)
-	case o.noNativeRoot && saved.Mode == modeNative:
+	case o.NoNativeRoot && saved.Mode == modeNative:
 		return nil, fmt.Errorf("--resume %s: the session is native; it cannot be resumed with --no-native-root (resume it without the flag)", saved.ID)
 	}
 	release, err := lockSession(home, saved.ID)
