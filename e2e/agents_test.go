@@ -553,3 +553,58 @@ func TestClaudeKill9ThenResumeContinuesTheCoordinator(t *testing.T) {
 	}
 	d2.stop()
 }
+
+// A permission prompt nobody answers expires after --request-ttl: the
+// request resolves as expired for every console and the CLI is told no
+// (the worker goes on without the command). An answer to a prompt whose
+// worker was cancelled meanwhile gets an error frame, and the fleet goes on.
+func TestClaudePermissionExpiresAndLateAnswersAreRefused(t *testing.T) {
+	ae := newAgentEnv(t, "claude", coordinatorScript())
+	d := ae.start("--control-socket", "--provider", "claude", "--request-ttl", "2s")
+	s := watch(t, d.dial(protocol.ClientOther, "w"))
+	c := d.dial(protocol.ClientOther, "op")
+	cs := watch(t, c) // errors go to the client that sent the frame
+	s.waitFor("replayEnd", isType(protocol.TypeReplayEnd))
+	c.Send(&protocol.Prompt{Text: "/spawn worker-b: create bye.txt"})
+	ask := s.waitLong("the permission prompt", isType(protocol.TypeAskRequest)).(*protocol.AskRequest)
+	res := s.waitLong("its expiry", func(m protocol.Message) bool {
+		r, ok := m.(*protocol.ConfirmResolved)
+		return ok && r.ID == ask.ID
+	}).(*protocol.ConfirmResolved)
+	if res.Reason != protocol.ReasonExpired || res.Approved {
+		t.Fatalf("resolved %+v", res)
+	}
+	done := s.waitLong("the Bash call ends denied", func(m protocol.Message) bool {
+		tc, ok := m.(*protocol.ToolCall)
+		return ok && tc.Tool == "Bash" && tc.Phase == protocol.PhaseComplete
+	}).(*protocol.ToolCall)
+	if done.IsError == nil || !*done.IsError {
+		t.Fatalf("an expired prompt let the command run: %+v", done)
+	}
+	s.waitLong("w1 settles", func(m protocol.Message) bool {
+		h, ok := m.(*protocol.HubEvent)
+		return ok && h.From == "w1" && (h.Kind == protocol.HubCompleted || h.Kind == protocol.HubFailed)
+	})
+
+	c.Send(&protocol.Prompt{Text: "/spawn worker-b: create bye.txt"})
+	ask2 := s.waitLong("the second prompt", isType(protocol.TypeAskRequest)).(*protocol.AskRequest)
+	c.Send(&protocol.Prompt{Text: "/cancel w2"})
+	s.waitLong("w2 cancelled", func(m protocol.Message) bool {
+		h, ok := m.(*protocol.HubEvent)
+		return ok && h.From == "w2" && h.Kind == protocol.HubFailed
+	})
+	c.Send(&protocol.AskResponse{ID: ask2.ID, Text: "allow"})
+	e := cs.waitLong("the late answer's error", isType(protocol.TypeError)).(*protocol.Error)
+	if !strings.Contains(e.Message, "already resolved") {
+		t.Fatalf("late answer: %+v", e)
+	}
+	if matches, _ := filepath.Glob(filepath.Join(ae.home, "worktrees", "*", "*", "bye.txt")); len(matches) != 0 {
+		t.Fatalf("a denied or cancelled command ran: %v", matches)
+	}
+	c.Send(&protocol.Prompt{Text: "/spawn direct: still there?"})
+	s.waitLong("the fleet goes on", func(m protocol.Message) bool {
+		tr, ok := m.(*protocol.Transcript)
+		return ok && tr.Text == "Direct work done."
+	})
+	d.stop()
+}
