@@ -106,10 +106,28 @@ def main():
         s.connect(desc["socketPath"])
         token = open(desc["tokenPath"]).read().strip()
         s.sendall((json.dumps({"type": "hello", "token": token, "clientKind": "other", "clientName": "bench"}) + "\n").encode())
-        f = s.makefile("rb")
+        buf = bytearray()
+
+        def readline(block=True):
+            while True:
+                i = buf.find(b"\n")
+                if i >= 0:
+                    line = bytes(buf[:i])
+                    del buf[:i + 1]
+                    return line
+                try:
+                    chunk = s.recv(1 << 16)
+                except (socket.timeout, TimeoutError):
+                    if block:
+                        continue
+                    return b""
+                if not chunk:
+                    raise SystemExit("the fleet closed the connection")
+                buf.extend(chunk)
+
         session = None
         while True:
-            m = json.loads(f.readline())
+            m = json.loads(readline())
             if m["type"] == "welcome":
                 session = m["sessionId"]
             if m["type"] == "replayEnd":
@@ -120,12 +138,9 @@ def main():
             s.sendall((json.dumps({"type": "prompt", "text": f"/spawn load: job {i}"}) + "\n").encode())
         settled, frames, peak_rss, cli_cpu = 0, 0, 0, {}
         last_sample = 0.0
-        s.settimeout(1.0)
+        s.settimeout(0.2)
         while settled < a.workers and time.time() - t0 < a.timeout:
-            try:
-                line = f.readline()
-            except (socket.timeout, TimeoutError):
-                line = b""
+            line = readline(block=False)
             if line:
                 frames += 1
                 m = json.loads(line)
