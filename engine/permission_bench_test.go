@@ -62,8 +62,11 @@ func (s *askingSession) Send(ctx context.Context, t provider.Turn) error {
 	}()
 	return nil
 }
-func (s *askingSession) Interrupt(context.Context) error { s.once.Do(func() { close(s.done) }); return nil }
-func (s *askingSession) ResumeID() string                { return "" }
+func (s *askingSession) Interrupt(context.Context) error {
+	s.once.Do(func() { close(s.done) })
+	return nil
+}
+func (s *askingSession) ResumeID() string { return "" }
 func (s *askingSession) Close() error {
 	s.once.Do(func() { close(s.done) })
 	s.wg.Wait()
