@@ -608,3 +608,122 @@ func TestClaudePermissionExpiresAndLateAnswersAreRefused(t *testing.T) {
 	})
 	d.stop()
 }
+
+// codexScript is coordinatorScript's /spawn, /tell and cancel rules in
+// Codex's tool names.
+func codexScript() modelmock.Script {
+	u := func(in, out int64) modelmock.Usage { return modelmock.Usage{Input: in, Output: out} }
+	return modelmock.Script{Rules: []modelmock.Rule{
+		{Name: "first", Match: "remember the word banana", Turns: []modelmock.Turn{{Text: "Noted: banana.", Usage: u(40, 4)}}},
+		{Name: "second", Match: "which word", Turns: []modelmock.Turn{{Text: "banana", Usage: u(60, 1)}}},
+		{Name: "direct", Match: "direct:", Turns: []modelmock.Turn{{Text: "Direct work done.", Usage: u(50, 5)}}},
+		{Name: "follow-up", Match: "follow-up:", Turns: []modelmock.Turn{{Text: "Followed up.", Usage: u(70, 7)}}},
+		{Name: "slow", Match: "slow:", Turns: []modelmock.Turn{
+			{Usage: u(10, 1), ToolCalls: []modelmock.ToolCall{{Name: "exec_command", Input: map[string]any{"cmd": "sleep 300"}}}},
+			{Text: "slept"},
+		}},
+	}}
+}
+
+// /spawn, /tell (resuming the settled worker's thread), /cancel mid-command
+// leaving no process, and kill -9 then --resume continuing the
+// coordinator's thread, with the real Codex CLI.
+func TestCodexSpawnTellCancelResume(t *testing.T) {
+	ae := newAgentEnv(t, "codex", codexScript())
+	d := ae.start("--control-socket", "--provider", "codex")
+	s := watch(t, d.dial(protocol.ClientOther, "w"))
+	c := d.dial(protocol.ClientOther, "op")
+	session := c.Welcome().SessionID
+	s.waitFor("replayEnd", isType(protocol.TypeReplayEnd))
+	answerAsks := func(until func(protocol.Message) bool, what string) {
+		t.Helper()
+		s.waitLong(what, func(m protocol.Message) bool {
+			if a, ok := m.(*protocol.AskRequest); ok {
+				for _, ch := range a.Choices {
+					if ch.Description == "allow_once" {
+						c.Send(&protocol.AskResponse{ID: a.ID, Text: ch.Value})
+						break
+					}
+				}
+			}
+			if cr, ok := m.(*protocol.ConfirmRequest); ok {
+				c.Send(&protocol.ConfirmResponse{ID: cr.ID, Approve: true})
+			}
+			return until(m)
+		})
+	}
+	text := func(agent, want string) func(protocol.Message) bool {
+		return func(m protocol.Message) bool {
+			tr, ok := m.(*protocol.Transcript)
+			return ok && tr.Agent == agent && tr.Text == want
+		}
+	}
+	c.Send(&protocol.Prompt{Text: "remember the word banana"})
+	if r := s.waitLong("the coordinator's reply", isType(protocol.TypeReply)).(*protocol.Reply); r.Text != "Noted: banana." {
+		t.Fatalf("reply %q", r.Text)
+	}
+	c.Send(&protocol.Prompt{Text: "/spawn direct: do it"})
+	answerAsks(text("w1", "Direct work done."), "the direct worker's text")
+	s.waitLong("w1 settles", func(m protocol.Message) bool {
+		h, ok := m.(*protocol.HubEvent)
+		return ok && h.From == "w1" && h.Kind == protocol.HubCompleted
+	})
+	c.Send(&protocol.Prompt{Text: "/tell w1 follow-up: and this"})
+	answerAsks(text("w1", "Followed up."), "the follow-up's text")
+	resumed := false
+	for _, r := range ae.mock.Requests() {
+		if r.Rule == "follow-up" && strings.Contains(string(r.Body), "Direct work done.") {
+			resumed = true
+		}
+	}
+	if !resumed {
+		t.Fatal("the /tell turn did not continue the worker's thread")
+	}
+
+	c.Send(&protocol.Prompt{Text: "/spawn slow: wait"})
+	deadline := time.Now().Add(3 * time.Minute)
+	for len(sleepers(session)) == 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("the agent's sleep never started")
+		}
+		select {
+		case f := <-s.frames:
+			if a, ok := f.m.(*protocol.AskRequest); ok && len(a.Choices) > 0 {
+				c.Send(&protocol.AskResponse{ID: a.ID, Text: a.Choices[0].Value})
+			}
+			if cr, ok := f.m.(*protocol.ConfirmRequest); ok {
+				c.Send(&protocol.ConfirmResponse{ID: cr.ID, Approve: true})
+			}
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+	c.Send(&protocol.Prompt{Text: "/cancel w2"})
+	s.waitLong("w2 fails as cancelled", func(m protocol.Message) bool {
+		h, ok := m.(*protocol.HubEvent)
+		return ok && h.From == "w2" && h.Kind == protocol.HubFailed && strings.Contains(h.Text, "cancelled")
+	})
+	if left := sleepers(session); len(left) > 0 {
+		t.Fatalf("the cancelled command still runs: %v", left)
+	}
+
+	d.cmd.Process.Kill()
+	<-d.done
+	d2 := ae.start("--control-socket", "--provider", "codex", "--resume", session)
+	s2 := watch(t, d2.dial(protocol.ClientOther, "w2"))
+	c2 := d2.dial(protocol.ClientOther, "op2")
+	s2.waitFor("replayEnd", isType(protocol.TypeReplayEnd))
+	c2.Send(&protocol.Prompt{Text: "which word did I ask you to remember?"})
+	if r := s2.waitLong("the resumed reply", isType(protocol.TypeReply)).(*protocol.Reply); r.Text != "banana" {
+		t.Fatalf("reply %q", r.Text)
+	}
+	found := false
+	for _, r := range ae.mock.Requests() {
+		if r.Rule == "second" && strings.Contains(string(r.Body), "Noted: banana.") {
+			found = true
+		}
+	}
+	if !found {
+		t.Fatal("the resumed coordinator did not continue its Codex thread")
+	}
+	d2.stop()
+}
