@@ -24,6 +24,7 @@ import (
 	"github.com/agents-fleet/fleet/provider"
 	"github.com/agents-fleet/fleet/provider/claude"
 	"github.com/agents-fleet/fleet/provider/codex"
+	"github.com/agents-fleet/fleet/provider/copilot"
 	"github.com/agents-fleet/fleet/provider/local"
 )
 
@@ -78,8 +79,9 @@ func BuildProviders(name, model string, file config.File, shellPolicy *provider.
 
 // agentAdapters build the agent CLI providers, by name.
 var agentAdapters = map[string]func(provider.Options) provider.Provider{
-	"claude": func(o provider.Options) provider.Provider { return claude.New(o) },
-	"codex":  func(o provider.Options) provider.Provider { return codex.New(o) },
+	"claude":  func(o provider.Options) provider.Provider { return claude.New(o) },
+	"codex":   func(o provider.Options) provider.Provider { return codex.New(o) },
+	"copilot": func(o provider.Options) provider.Provider { return copilot.New(o) },
 }
 
 // options turns a config entry into provider options.

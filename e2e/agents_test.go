@@ -52,6 +52,17 @@ func newAgentEnv(t *testing.T, name string, script modelmock.Script, limits ...m
 		}
 		env["CODEX_HOME"] = codexHome
 		env["MOCK_API_KEY"] = "sk-test"
+	case "copilot":
+		// BYOK against the endpoint. The CLI unpacks its 235 MB package
+		// into its cache on first run: the tests share one.
+		cache := filepath.Join(os.TempDir(), "fleet-e2e-copilot-cache")
+		os.MkdirAll(cache, 0o700)
+		env["XDG_CACHE_HOME"] = cache
+		env["COPILOT_OFFLINE"] = "true"
+		env["COPILOT_PROVIDER_BASE_URL"] = mock.URL()
+		env["COPILOT_PROVIDER_TYPE"] = "anthropic"
+		env["COPILOT_PROVIDER_API_KEY"] = "sk-test"
+		env["COPILOT_MODEL"] = "claude-sonnet-4.5"
 	}
 	lim := map[string]any{"stallGraceMs": 5000}
 	for _, l := range limits {
@@ -629,8 +640,23 @@ func codexScript() modelmock.Script {
 // leaving no process, and kill -9 then --resume continuing the
 // coordinator's thread, with the real Codex CLI.
 func TestCodexSpawnTellCancelResume(t *testing.T) {
-	ae := newAgentEnv(t, "codex", codexScript())
-	d := ae.start("--control-socket", "--provider", "codex")
+	spawnTellCancelResume(t, "codex", codexScript())
+}
+
+// The same with the real Copilot CLI.
+func TestCopilotSpawnTellCancelResume(t *testing.T) {
+	script := codexScript()
+	for i, r := range script.Rules {
+		if r.Name == "slow" {
+			script.Rules[i].Turns[0].ToolCalls = []modelmock.ToolCall{{Name: "bash", Input: map[string]any{"command": "sleep 300", "description": "wait"}}}
+		}
+	}
+	spawnTellCancelResume(t, "copilot", script)
+}
+
+func spawnTellCancelResume(t *testing.T, name string, script modelmock.Script) {
+	ae := newAgentEnv(t, name, script)
+	d := ae.start("--control-socket", "--provider", name)
 	s := watch(t, d.dial(protocol.ClientOther, "w"))
 	c := d.dial(protocol.ClientOther, "op")
 	session := c.Welcome().SessionID
@@ -708,7 +734,7 @@ func TestCodexSpawnTellCancelResume(t *testing.T) {
 
 	d.cmd.Process.Kill()
 	<-d.done
-	d2 := ae.start("--control-socket", "--provider", "codex", "--resume", session)
+	d2 := ae.start("--control-socket", "--provider", name, "--resume", session)
 	s2 := watch(t, d2.dial(protocol.ClientOther, "w2"))
 	c2 := d2.dial(protocol.ClientOther, "op2")
 	s2.waitFor("replayEnd", isType(protocol.TypeReplayEnd))
@@ -723,7 +749,90 @@ func TestCodexSpawnTellCancelResume(t *testing.T) {
 		}
 	}
 	if !found {
-		t.Fatal("the resumed coordinator did not continue its Codex thread")
+		t.Fatalf("the resumed %s coordinator did not continue its conversation", name)
 	}
 	d2.stop()
+}
+
+// The coordinator scenario with the real Copilot CLI (copilot --acp, BYOK):
+// two workers spawned through the fleet's MCP tools, one file created and
+// one command, their permission prompts allowed and denied by a second
+// console, the tokens exactly what the endpoint reported.
+func TestCopilotCoordinatorSpawnsWorkersAndRelaysPermissions(t *testing.T) {
+	u := func(in, out int64) modelmock.Usage { return modelmock.Usage{Input: in, Output: out} }
+	script := modelmock.Script{Rules: []modelmock.Rule{
+		{Name: "coordinator", Match: "Add a greeting and a farewell", Turns: []modelmock.Turn{
+			{Usage: u(300, 30), ToolCalls: []modelmock.ToolCall{{Name: "fleet-spawn_worker", Input: map[string]any{"task": "worker-a: create hello.txt"}}}},
+			{Usage: u(320, 25), ToolCalls: []modelmock.ToolCall{{Name: "fleet-spawn_worker", Input: map[string]any{"task": "worker-b: create bye.txt"}}}},
+			{Text: "Two workers are on it.", Usage: u(340, 20)},
+		}},
+		{Name: "a", Match: "worker-a:", Turns: []modelmock.Turn{
+			{Usage: u(200, 15), ToolCalls: []modelmock.ToolCall{{Name: "bash", Input: map[string]any{"command": "echo hello > hello.txt", "description": "write hello.txt"}}}},
+			{Text: "Wrote hello.txt.", Usage: u(210, 5)},
+		}},
+		{Name: "b", Match: "worker-b:", Turns: []modelmock.Turn{
+			{Usage: u(200, 15), ToolCalls: []modelmock.ToolCall{{Name: "bash", Input: map[string]any{"command": "echo bye > bye.txt", "description": "write bye.txt"}}}},
+			{Text: "Done with bye.txt.", Usage: u(210, 5)},
+		}},
+	}}
+	ae := newAgentEnv(t, "copilot", script)
+	d := ae.start("--control-socket", "--provider", "copilot", "--workers", "2")
+	watcher := watch(t, d.dial(protocol.ClientOther, "watcher"))
+	op := d.dial(protocol.ClientOther, "op")
+	watcher.waitFor("replayEnd", isType(protocol.TypeReplayEnd))
+	op.Send(&protocol.Prompt{Text: "Add a greeting and a farewell to the repo"})
+	reply := watcher.waitLong("the coordinator's reply", isType(protocol.TypeReply)).(*protocol.Reply)
+	if reply.Text != "Two workers are on it." {
+		t.Fatalf("reply %q", reply.Text)
+	}
+	answered := 0
+	settled := map[string]string{}
+	changes := map[string]protocol.FileChangeEntry{}
+	for answered < 2 || len(settled) < 2 {
+		m := watcher.waitLong("permissions and settlements", func(protocol.Message) bool { return true })
+		switch m := m.(type) {
+		case *protocol.AskRequest:
+			allow := strings.Contains(m.Question, "hello.txt")
+			if !allow && !strings.Contains(m.Question, "bye.txt") {
+				t.Fatalf("unexpected request %q", m.Question)
+			}
+			want := "reject"
+			if allow {
+				want = "allow_once"
+			}
+			for _, c := range m.Choices {
+				if c.Description == want {
+					op.Send(&protocol.AskResponse{ID: m.ID, Text: c.Value})
+					break
+				}
+			}
+			answered++
+		case *protocol.ConfirmRequest:
+			op.Send(&protocol.ConfirmResponse{ID: m.ID, Approve: strings.Contains(m.Summary, "hello.txt")})
+			answered++
+		case *protocol.FileChange:
+			for _, c := range m.Changes {
+				changes[c.Path] = c
+			}
+		case *protocol.HubEvent:
+			if m.Kind == protocol.HubCompleted || m.Kind == protocol.HubFailed {
+				settled[m.From] = m.Kind
+			}
+		}
+	}
+	if _, ok := changes["hello.txt"]; !ok {
+		t.Fatalf("no fileChange for the allowed command: %+v", changes)
+	}
+	if _, ok := changes["bye.txt"]; ok {
+		t.Fatalf("the denied command changed a file: %+v", changes)
+	}
+	fs := watcher.waitLong("token counts", func(m protocol.Message) bool {
+		fs, ok := m.(*protocol.FleetState)
+		return ok && fs.WorkerStatusCounts != nil && fs.WorkerStatusCounts.Completed+fs.WorkerStatusCounts.Failed == 2 && !fs.Coordinator.IsProcessing
+	}).(*protocol.FleetState)
+	in, out := answeredUsage(script, ae.mock.Requests())
+	if *fs.Tokens.InputTokens != in || *fs.Tokens.OutputTokens != out || in < 960+410 {
+		t.Fatalf("session tokens %d/%d, the endpoint reported %d/%d", *fs.Tokens.InputTokens, *fs.Tokens.OutputTokens, in, out)
+	}
+	d.stop()
 }

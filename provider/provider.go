@@ -223,7 +223,10 @@ type FileEdited struct {
 
 // Usage is the tokens of model requests not reported before: each request
 // is counted once, whatever the CLI repeats or accumulates (the adapter
-// turns cumulative totals into deltas). Context fields, when known, are
+// turns cumulative totals into deltas). InputTokens is what the model
+// endpoint reported as input: the Anthropic API leaves cache reads and
+// writes out of it, the OpenAI API counts cached tokens in it (then
+// CacheReadTokens is the cached part of InputTokens). Context fields, when known, are
 // the latest request's context size and the model's window.
 type Usage struct {
 	InputTokens      int64
