@@ -11,8 +11,9 @@ import (
 
 	"github.com/agents-fleet/fleet/engine"
 	"github.com/agents-fleet/fleet/history"
+	"github.com/agents-fleet/fleet/internal/proctree"
 	"github.com/agents-fleet/fleet/protocol"
-	"github.com/agents-fleet/fleet/provider/local"
+	"github.com/agents-fleet/fleet/provider"
 	"github.com/agents-fleet/fleet/store"
 	"github.com/agents-fleet/fleet/worktree"
 )
@@ -97,9 +98,7 @@ func openSession(ctx context.Context, home string, st *store.Store, o Options, p
 	s := &session{id: saved.ID, name: saved.Name, mode: saved.Mode, restore: &loaded.State, conversationTotal: loaded.ConversationTotal, release: release}
 	// Nobody else serves the session (we hold its lock), so processes
 	// marked with it are leftovers of a killed fleet process.
-	if pids, err := local.KillLeftovers(saved.ID); err != nil {
-		s.notes = append(s.notes, "Could not look for processes the previous run left behind: "+err.Error())
-	} else if len(pids) > 0 {
+	if pids := proctree.KillMarked(provider.SessionEnv, saved.ID); len(pids) > 0 {
 		s.notes = append(s.notes, fmt.Sprintf("Stopped %d process(es) that tasks of the previous run left running (pid %s).", len(pids), joinInts(pids)))
 	}
 	s.history = history.Hydrate(&loaded.Window)

@@ -58,10 +58,19 @@ func (t *Tree) Kill(cmd *exec.Cmd) int {
 	if cmd != nil && cmd.Process != nil {
 		killGroup(cmd.Process.Pid)
 	}
+	return SweepMarked(RunEnv, t.mark, -1)
+}
+
+// SweepMarked kills the processes whose environment has name=value, with
+// their process groups except spare (-1: none), sweeping again while new
+// ones appear (they were being forked) for a bounded time. It returns how
+// many it found. Adapters use it to end what a turn started while the CLI
+// itself, in group spare, lives on.
+func SweepMarked(name, value string, spare int) int {
 	found := 0
 	deadline := time.Now().Add(killBound)
 	for {
-		pids := KillMarked(RunEnv, t.mark)
+		pids := killMarked(name, value, spare)
 		found += len(pids)
 		if len(pids) == 0 || time.Now().After(deadline) {
 			return found
@@ -73,3 +82,7 @@ func (t *Tree) Kill(cmd *exec.Cmd) int {
 // Alive reports the pids of processes still carrying the tree's mark (on
 // Linux; nil elsewhere). Tests use it to check that nothing is left.
 func (t *Tree) Alive() []int { return findMarked(RunEnv, t.mark) }
+
+// FindMarked lists this user's live processes (zombies excluded) whose
+// environment has name=value, on Linux; nil elsewhere.
+func FindMarked(name, value string) []int { return findMarked(name, value) }

@@ -14,7 +14,11 @@ import (
 // (SIGKILL), and the process itself when it left that group. It returns
 // the pids it found. Processes that cannot be read (another user's, or
 // gone meanwhile) are skipped; zombies are not counted.
-func KillMarked(name, value string) []int {
+func KillMarked(name, value string) []int { return killMarked(name, value, -1) }
+
+// killMarked is KillMarked sparing process group spare as a group (its
+// marked members are still killed one by one); -1 spares none.
+func killMarked(name, value string, spare int) []int {
 	found := findMarked(name, value)
 	if len(found) == 0 {
 		return nil
@@ -22,7 +26,7 @@ func KillMarked(name, value string) []int {
 	selfGroup := syscall.Getpgrp()
 	groups := map[int]bool{}
 	for _, pid := range found {
-		if pgid, err := syscall.Getpgid(pid); err == nil && pgid != selfGroup {
+		if pgid, err := syscall.Getpgid(pid); err == nil && pgid != selfGroup && pgid != spare {
 			groups[pgid] = true
 		}
 	}

@@ -6,4 +6,6 @@ package proctree
 // another process's environment. Kill still ends the process group.
 func KillMarked(name, value string) []int { return nil }
 
+func killMarked(name, value string, spare int) []int { return nil }
+
 func findMarked(name, value string) []int { return nil }

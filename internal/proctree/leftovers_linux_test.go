@@ -1,6 +1,6 @@
 //go:build linux
 
-package local
+package proctree
 
 import (
 	"fmt"
@@ -10,16 +10,17 @@ import (
 	"syscall"
 	"testing"
 	"time"
-
-	"github.com/agents-fleet/fleet/provider"
 )
+
+// sessionEnv is provider.SessionEnv (proctree does not import provider).
+const sessionEnv = "AGENTS_FLEET_SESSION"
 
 // startMarked starts sh -c script in a process group of its own, with the
 // session variable set to session, and reaps it in the background.
 func startMarked(t *testing.T, session, script string) *exec.Cmd {
 	t.Helper()
 	cmd := exec.Command("sh", "-c", script)
-	cmd.Env = append(os.Environ(), provider.SessionEnv+"="+session)
+	cmd.Env = append(os.Environ(), sessionEnv+"="+session)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -48,22 +49,23 @@ func groupAlive(pgid int) bool {
 	return false
 }
 
-// TestKillLeftovers: the processes marked with a session, the shell and
-// its background child alike, are killed by group; a process of another
-// session and this test process are not.
-func TestKillLeftovers(t *testing.T) {
+// TestKillMarkedSession: what a killed fleet left running (the processes
+// marked with its session, the shell and its background children alike) is
+// killed by group; a process of another session and this test process are
+// not.
+func TestKillMarkedSession(t *testing.T) {
 	session := fmt.Sprintf("test-%d-%d", os.Getpid(), time.Now().UnixNano())
 	left := startMarked(t, session, "sleep 300 & sleep 300; wait")
 	other := startMarked(t, session+"-other", "sleep 300")
-	time.Sleep(100 * time.Millisecond) // let sh start its children
-	pids, err := KillLeftovers(session)
-	if err != nil {
-		t.Fatal(err)
+	deadline := time.Now().Add(30 * time.Second)
+	for len(findMarked(sessionEnv, session)) < 3 && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond) // sh starts its children
 	}
+	pids := KillMarked(sessionEnv, session)
 	if len(pids) < 3 { // sh and its two sleeps
 		t.Errorf("found %v, want the shell and both sleeps", pids)
 	}
-	deadline := time.Now().Add(5 * time.Second)
+	deadline = time.Now().Add(30 * time.Second)
 	for groupAlive(left.Process.Pid) {
 		if time.Now().After(deadline) {
 			t.Fatal("the marked process group is still alive")
@@ -73,10 +75,10 @@ func TestKillLeftovers(t *testing.T) {
 	if !groupAlive(other.Process.Pid) {
 		t.Error("the other session's process was killed")
 	}
-	if again, _ := KillLeftovers(session); len(again) != 0 {
+	if again := KillMarked(sessionEnv, session); len(again) != 0 {
 		t.Errorf("second pass found %v", again)
 	}
-	if none, _ := KillLeftovers(""); none != nil {
+	if none := KillMarked(sessionEnv, ""); none != nil {
 		t.Errorf("empty session matched %v", none)
 	}
 }
