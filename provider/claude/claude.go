@@ -25,6 +25,8 @@ import (
 	"path/filepath"
 	"strings"
 
+	"github.com/agents-fleet/fleet/provider/agentcli"
+
 	"github.com/agents-fleet/fleet/internal/proctree"
 	"github.com/agents-fleet/fleet/provider"
 )
@@ -138,62 +140,7 @@ func (p *Provider) env(base []string) []string {
 	env := make([]string, 0, len(base)+len(p.opts.Env)+len(defaultEnv)+1)
 	env = append(env, base...)
 	env = append(env, p.opts.Env...)
-	for _, kv := range defaultEnv {
-		name, _, _ := strings.Cut(kv, "=")
-		if _, ok := lookupEnv(env, name); !ok {
-			env = append(env, kv)
-		}
-	}
-	return env
-}
-
-// lookupEnv finds name in env; the last entry wins, as in exec.
-func lookupEnv(env []string, name string) (string, bool) {
-	for i := len(env) - 1; i >= 0; i-- {
-		if k, v, ok := strings.Cut(env[i], "="); ok && k == name {
-			return v, true
-		}
-	}
-	return "", false
-}
-
-// resolve finds the CLI: Options.Path (a path, or a name looked up in the
-// session's PATH), else Command in PATH.
-func (p *Provider) resolve(env []string) (string, error) {
-	want := p.opts.Path
-	if want == "" {
-		want = Command
-	}
-	missing := &provider.MissingCLIError{Provider: "claude", Command: want, Package: Package, ConfigKey: ConfigKey}
-	if strings.ContainsRune(want, filepath.Separator) {
-		abs, err := filepath.Abs(want)
-		if err != nil || !isExecutable(abs) {
-			return "", missing
-		}
-		return abs, nil
-	}
-	pathVar, ok := lookupEnv(env, "PATH")
-	if !ok {
-		pathVar = os.Getenv("PATH")
-	}
-	for _, dir := range filepath.SplitList(pathVar) {
-		if dir == "" {
-			dir = "."
-		}
-		cand := filepath.Join(dir, want)
-		if isExecutable(cand) {
-			if abs, err := filepath.Abs(cand); err == nil {
-				return abs, nil
-			}
-			return cand, nil
-		}
-	}
-	return "", missing
-}
-
-func isExecutable(path string) bool {
-	fi, err := os.Stat(path)
-	return err == nil && fi.Mode().IsRegular() && fi.Mode().Perm()&0o111 != 0
+	return agentcli.WithDefaults(env, defaultEnv...)
 }
 
 // mcpConfig is the --mcp-config document.
@@ -313,4 +260,10 @@ func exitText(ps *os.ProcessState, waitErr error) string {
 		return waitErr.Error()
 	}
 	return "exited"
+}
+
+// resolve finds the CLI: Options.Path (a path, or a name looked up in the
+// session's PATH), else Command in PATH.
+func (p *Provider) resolve(env []string) (string, error) {
+	return agentcli.Find(p.opts.Path, Command, env, provider.MissingCLIError{Provider: "claude", Package: Package, ConfigKey: ConfigKey})
 }

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/agents-fleet/fleet/provider"
+	"github.com/agents-fleet/fleet/provider/agentcli"
 )
 
 // versionTimeout caps `claude --version`.
@@ -70,9 +71,9 @@ type settings struct {
 // readSettings reads $CLAUDE_CONFIG_DIR/settings.json (~/.claude by
 // default); a missing or unreadable file is an empty one.
 func readSettings(env []string) settings {
-	dir, ok := lookupEnv(env, "CLAUDE_CONFIG_DIR")
+	dir, ok := agentcli.LookupEnv(env, "CLAUDE_CONFIG_DIR")
 	if !ok || dir == "" {
-		home, _ := lookupEnv(env, "HOME")
+		home, _ := agentcli.LookupEnv(env, "HOME")
 		if home == "" {
 			home, _ = os.UserHomeDir()
 		}
@@ -88,7 +89,7 @@ func readSettings(env []string) settings {
 // endpoint describes the model endpoint and the credential in use.
 func endpoint(env []string, s settings) (where, cred string) {
 	get := func(name string) (string, string) {
-		if v, ok := lookupEnv(env, name); ok && v != "" {
+		if v, ok := agentcli.LookupEnv(env, name); ok && v != "" {
 			return v, name
 		}
 		if v := s.Env[name]; v != "" {

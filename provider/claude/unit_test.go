@@ -15,6 +15,7 @@ import (
 
 	"github.com/agents-fleet/fleet/internal/modelmock"
 	"github.com/agents-fleet/fleet/provider"
+	"github.com/agents-fleet/fleet/provider/agentcli"
 )
 
 func TestObjectFields(t *testing.T) {
@@ -160,7 +161,7 @@ func TestArgsAndEnv(t *testing.T) {
 	}
 
 	env := p.env([]string{"PATH=/bin", "CLAUDE_CODE_MAX_RETRIES=7"})
-	get := func(k string) string { v, _ := lookupEnv(env, k); return v }
+	get := func(k string) string { v, _ := agentcli.LookupEnv(env, k); return v }
 	if get("CLAUDE_CODE_MAX_RETRIES") != "7" || get("DISABLE_AUTOUPDATER") != "0" || get("CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC") != "1" || get("EXTRA") != "1" {
 		t.Fatalf("env = %v", env)
 	}

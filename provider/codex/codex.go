@@ -17,11 +17,12 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"regexp"
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/agents-fleet/fleet/provider/agentcli"
 
 	"github.com/agents-fleet/fleet/internal/proctree"
 	"github.com/agents-fleet/fleet/provider"
@@ -114,66 +115,6 @@ func (p *Provider) Start(ctx context.Context, spec provider.Spec, h provider.Hos
 		return nil, err
 	}
 	return s, nil
-}
-
-// resolve finds the CLI binary: Options.Path (a path, or a name looked up
-// in env's PATH) or "codex" in env's PATH.
-func (p *Provider) resolve(env []string) (string, error) {
-	name := p.opts.Path
-	if name == "" {
-		name = Command
-	}
-	path, err := lookPath(name, env)
-	if err != nil {
-		return "", &provider.MissingCLIError{Provider: "codex", Command: name, Package: Package, ConfigKey: ConfigKey}
-	}
-	return path, nil
-}
-
-// lookPath is exec.LookPath against the PATH in env (the CLI's own
-// environment), falling back to this process's PATH when env has none.
-func lookPath(name string, env []string) (string, error) {
-	if strings.ContainsRune(name, filepath.Separator) {
-		if err := executable(name); err != nil {
-			return "", err
-		}
-		return name, nil
-	}
-	pathEnv, ok := lookupEnv(env, "PATH")
-	if !ok {
-		pathEnv = os.Getenv("PATH")
-	}
-	for _, dir := range filepath.SplitList(pathEnv) {
-		if dir == "" {
-			dir = "."
-		}
-		p := filepath.Join(dir, name)
-		if executable(p) == nil {
-			return p, nil
-		}
-	}
-	return "", exec.ErrNotFound
-}
-
-func executable(p string) error {
-	fi, err := os.Stat(p)
-	if err != nil {
-		return err
-	}
-	if fi.IsDir() || fi.Mode().Perm()&0o111 == 0 {
-		return fmt.Errorf("%s is not an executable file", p)
-	}
-	return nil
-}
-
-// lookupEnv returns the last value of name in env, as exec does.
-func lookupEnv(env []string, name string) (string, bool) {
-	for i := len(env) - 1; i >= 0; i-- {
-		if k, v, ok := strings.Cut(env[i], "="); ok && k == name {
-			return v, true
-		}
-	}
-	return "", false
 }
 
 // commandLine returns the CLI's arguments and the variables it needs on
@@ -321,4 +262,10 @@ func lastBytes(s string, n int) string {
 		return s
 	}
 	return s[len(s)-n:]
+}
+
+// resolve finds the CLI: Options.Path (a path, or a name looked up in the
+// session's PATH), else Command in PATH.
+func (p *Provider) resolve(env []string) (string, error) {
+	return agentcli.Find(p.opts.Path, Command, env, provider.MissingCLIError{Provider: "codex", Package: Package, ConfigKey: ConfigKey})
 }

@@ -7,6 +7,8 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+
+	"github.com/agents-fleet/fleet/provider/agentcli"
 )
 
 // userConfig is what the adapter reads of the user's $CODEX_HOME/config.toml
@@ -30,10 +32,10 @@ func joinKey(parts ...string) string { return strings.Join(parts, keySep) }
 
 // codexHome is $CODEX_HOME, or ~/.codex.
 func codexHome(env []string) string {
-	if h, ok := lookupEnv(env, "CODEX_HOME"); ok && h != "" {
+	if h, ok := agentcli.LookupEnv(env, "CODEX_HOME"); ok && h != "" {
 		return h
 	}
-	home, ok := lookupEnv(env, "HOME")
+	home, ok := agentcli.LookupEnv(env, "HOME")
 	if !ok || home == "" {
 		home, _ = os.UserHomeDir()
 	}
@@ -347,7 +349,7 @@ func describeEndpoint(cfg *userConfig, args, env []string) (endpoint, credential
 		}
 		endpoint = "model_provider=" + name + " base_url=" + base + " (" + where + ")"
 		if k, ok := s.get("model_providers", name, "env_key"); ok && k != "" {
-			if v, ok := lookupEnv(env, k); ok && v != "" {
+			if v, ok := agentcli.LookupEnv(env, k); ok && v != "" {
 				return endpoint, k + " set"
 			}
 			return endpoint, k + " not set"
@@ -365,7 +367,7 @@ func describeEndpoint(cfg *userConfig, args, env []string) (endpoint, credential
 		endpoint = "default (api.openai.com, built-in openai provider; " + where + ")"
 	}
 	for _, k := range []string{"CODEX_API_KEY", "OPENAI_API_KEY"} {
-		if v, ok := lookupEnv(env, k); ok && v != "" {
+		if v, ok := agentcli.LookupEnv(env, k); ok && v != "" {
 			return endpoint, k + " set"
 		}
 	}

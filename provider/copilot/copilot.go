@@ -26,6 +26,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/agents-fleet/fleet/provider/agentcli"
+
 	"github.com/agents-fleet/fleet/internal/proctree"
 	"github.com/agents-fleet/fleet/provider"
 )
@@ -137,7 +139,7 @@ func (p *Provider) model(spec provider.Spec, env []string) string {
 	if p.opts.Model != "" {
 		return p.opts.Model
 	}
-	m, _ := lookupEnv(env, "COPILOT_MODEL")
+	m, _ := agentcli.LookupEnv(env, "COPILOT_MODEL")
 	return m
 }
 
@@ -157,66 +159,6 @@ func permissionArgs(mode string) ([]string, error) {
 	return nil, fmt.Errorf("copilot: unknown permissionMode %q (want default, allow-all-tools, allow-all, plan or autopilot)", mode)
 }
 
-// resolve finds the CLI binary: Options.Path (a path, or a name looked up
-// in env's PATH) or "copilot" in env's PATH.
-func (p *Provider) resolve(env []string) (string, error) {
-	name := p.opts.Path
-	if name == "" {
-		name = Command
-	}
-	path, err := lookPath(name, env)
-	if err != nil {
-		return "", &provider.MissingCLIError{Provider: "copilot", Command: name, Package: Package, ConfigKey: ConfigKey}
-	}
-	return path, nil
-}
-
-// lookPath is exec.LookPath against the PATH in env (the CLI's own
-// environment), falling back to this process's PATH when env has none.
-func lookPath(name string, env []string) (string, error) {
-	if strings.ContainsRune(name, filepath.Separator) {
-		if err := executable(name); err != nil {
-			return "", err
-		}
-		return name, nil
-	}
-	pathEnv, ok := lookupEnv(env, "PATH")
-	if !ok {
-		pathEnv = os.Getenv("PATH")
-	}
-	for _, dir := range filepath.SplitList(pathEnv) {
-		if dir == "" {
-			dir = "."
-		}
-		p := filepath.Join(dir, name)
-		if executable(p) == nil {
-			return p, nil
-		}
-	}
-	return "", exec.ErrNotFound
-}
-
-func executable(p string) error {
-	fi, err := os.Stat(p)
-	if err != nil {
-		return err
-	}
-	if fi.IsDir() || fi.Mode().Perm()&0o111 == 0 {
-		return fmt.Errorf("%s is not an executable file", p)
-	}
-	return nil
-}
-
-// lookupEnv returns the last value of name in env, as exec does.
-func lookupEnv(env []string, name string) (string, bool) {
-	for i := len(env) - 1; i >= 0; i-- {
-		if k, v, ok := strings.Cut(env[i], "="); ok && k == name {
-			return v, true
-		}
-	}
-	return "", false
-}
-
 // commandLine returns the adapter's own arguments (Options' permission
 // flags and Args come after them) and the variables the CLI needs on top
 // of env. Files it refers to are written into scratch.
@@ -225,7 +167,7 @@ func (p *Provider) commandLine(spec provider.Spec, env []string, scratch string)
 	if m := cmp(spec.Model, p.opts.Model); m != "" {
 		args = append(args, "--model", m)
 	}
-	if _, ok := lookupEnv(env, "COPILOT_AUTO_UPDATE"); !ok {
+	if _, ok := agentcli.LookupEnv(env, "COPILOT_AUTO_UPDATE"); !ok {
 		extraEnv = append(extraEnv, "COPILOT_AUTO_UPDATE=false")
 	}
 	if len(spec.MCP) > 0 {
@@ -258,7 +200,7 @@ func (p *Provider) commandLine(spec provider.Spec, env []string, scratch string)
 			return nil, nil, fmt.Errorf("copilot: write the instructions: %w", err)
 		}
 		dirs := dir
-		if prev, ok := lookupEnv(env, instructionsEnv); ok && prev != "" {
+		if prev, ok := agentcli.LookupEnv(env, instructionsEnv); ok && prev != "" {
 			dirs = prev + "," + dir
 		}
 		extraEnv = append(extraEnv, instructionsEnv+"="+dirs)
@@ -339,7 +281,7 @@ func versionOf(s string) string {
 // credential, as far as env tells, naming variables but never values of
 // secrets.
 func describeEndpoint(env []string) (endpoint, credentials string) {
-	get := func(k string) string { v, _ := lookupEnv(env, k); return v }
+	get := func(k string) string { v, _ := agentcli.LookupEnv(env, k); return v }
 	if base := get("COPILOT_PROVIDER_BASE_URL"); base != "" {
 		typ := cmp(get("COPILOT_PROVIDER_TYPE"), "openai")
 		endpoint = "COPILOT_PROVIDER_BASE_URL=" + redactURL(base) + " (BYOK, type " + typ
@@ -439,4 +381,10 @@ func mcpConfig(servers []provider.MCPServer) ([]byte, error) {
 		doc.MCPServers[m.Name] = server{Type: "http", URL: m.URL, Headers: m.Headers, Tools: []string{"*"}}
 	}
 	return json.Marshal(doc)
+}
+
+// resolve finds the CLI: Options.Path (a path, or a name looked up in the
+// session's PATH), else Command in PATH.
+func (p *Provider) resolve(env []string) (string, error) {
+	return agentcli.Find(p.opts.Path, Command, env, provider.MissingCLIError{Provider: "copilot", Package: Package, ConfigKey: ConfigKey})
 }
