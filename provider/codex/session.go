@@ -454,7 +454,7 @@ func (s *session) readLoop() {
 	var err error
 	for {
 		var line []byte
-		if line, err = lr.next(); err != nil {
+		if line, err = lr.Next(); err != nil {
 			break
 		}
 		s.handleLine(line)

@@ -1,7 +1,6 @@
 package codex
 
 import (
-	"bufio"
 	"bytes"
 	"encoding/json"
 	"errors"
@@ -10,68 +9,15 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/agents-fleet/fleet/provider/agentcli"
+
 	"github.com/agents-fleet/fleet/provider"
 )
 
-// errLineTooLong is the protocol error for a line over the cap.
-var errLineTooLong = errors.New("a line longer than 8 MiB")
+// errLineTooLong is the line reader's error for a line over the cap.
+var errLineTooLong = agentcli.ErrLineTooLong
 
-// lineReader reads newline-terminated lines of at most max bytes: short
-// lines straight from bufio's buffer, long ones assembled in a scratch
-// buffer that is released after use when it grew large.
-type lineReader struct {
-	r   *bufio.Reader
-	max int
-	big []byte
-}
-
-// bigKeep is the scratch capacity kept between long lines.
-const bigKeep = 1 << 20
-
-func newLineReader(r io.Reader, max int) *lineReader {
-	return &lineReader{r: bufio.NewReaderSize(r, 64<<10), max: max}
-}
-
-// next returns the next line without its newline; the slice is valid
-// until the following call. A final line without a newline is returned
-// too; then io.EOF.
-func (l *lineReader) next() ([]byte, error) {
-	if cap(l.big) > bigKeep {
-		l.big = nil
-	}
-	b, err := l.r.ReadSlice('\n')
-	if err == nil {
-		return b[:len(b)-1], nil
-	}
-	if err != bufio.ErrBufferFull {
-		if len(b) > 0 && err == io.EOF {
-			return b, nil
-		}
-		return nil, err
-	}
-	l.big = append(l.big[:0], b...)
-	for {
-		b, err = l.r.ReadSlice('\n')
-		line := len(l.big) + len(b)
-		if err == nil {
-			line-- // the newline
-		}
-		if line > l.max {
-			l.big = nil
-			return nil, errLineTooLong
-		}
-		l.big = append(l.big, b...)
-		switch {
-		case err == nil:
-			return l.big[:len(l.big)-1], nil
-		case err == bufio.ErrBufferFull:
-		case err == io.EOF:
-			return l.big, nil
-		default:
-			return nil, err
-		}
-	}
-}
+func newLineReader(r io.Reader, max int) *agentcli.LineReader { return agentcli.NewLineReader(r, max) }
 
 // readState is what the reader goroutine keeps between lines.
 type readState struct {

@@ -15,37 +15,6 @@ import (
 	"github.com/agents-fleet/fleet/provider"
 )
 
-func TestLineReader(t *testing.T) {
-	long := strings.Repeat("x", 200<<10)
-	in := "a\n\n" + long + "\r\nlast"
-	lr := newLineReader(strings.NewReader(in), 1<<20)
-	var got []string
-	for {
-		l, err := lr.next()
-		if err == io.EOF {
-			break
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-		got = append(got, string(l))
-	}
-	want := []string{"a", "", long + "\r", "last"}
-	if !slices.Equal(got, want) {
-		t.Fatalf("lines = %d %q…, want %d", len(got), got[0], len(want))
-	}
-
-	lr = newLineReader(strings.NewReader(strings.Repeat("y", 300<<10)+"\nafter\n"), 256<<10)
-	if _, err := lr.next(); !errors.Is(err, errLineTooLong) {
-		t.Fatalf("over-long line: err = %v", err)
-	}
-	// Exactly the cap is fine.
-	lr = newLineReader(strings.NewReader(strings.Repeat("z", 256<<10)+"\n"), 256<<10)
-	if l, err := lr.next(); err != nil || len(l) != 256<<10 {
-		t.Fatalf("line at the cap: %d bytes, %v", len(l), err)
-	}
-}
-
 // No prefix of a recorded line makes the parser panic or emit nonsense;
 // broken lines are counted as garbage.
 func TestTruncatedLines(t *testing.T) {

@@ -1,16 +1,16 @@
 package copilot
 
 import (
-	"bufio"
 	"bytes"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"io"
 	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/agents-fleet/fleet/provider/agentcli"
 )
 
 // maxLine is the longest line the adapter reads from the CLI. A longer
@@ -18,72 +18,10 @@ import (
 // allocates more than this.
 const maxLine = 8 << 20
 
-// errLineTooLong is the protocol error for a line over maxLine.
-var errLineTooLong = fmt.Errorf("the CLI printed a line longer than %d MiB", maxLine>>20)
+// errLineTooLong is the line reader's error for a line over the cap.
+var errLineTooLong = agentcli.ErrLineTooLong
 
-// lineReader reads newline-terminated lines of at most max bytes: short
-// lines straight from bufio's buffer, long ones assembled in a scratch
-// buffer that is dropped after use when it grew large.
-type lineReader struct {
-	r   *bufio.Reader
-	max int
-	big []byte
-}
-
-// bigKeep is the scratch capacity kept between long lines.
-const bigKeep = 1 << 20
-
-func newLineReader(r io.Reader, max int) *lineReader {
-	return &lineReader{r: bufio.NewReaderSize(r, 64<<10), max: max}
-}
-
-// next returns the next line without its newline (and a trailing CR); the
-// slice is valid until the following call. A final line without a newline
-// is returned too; then io.EOF.
-func (l *lineReader) next() ([]byte, error) {
-	if cap(l.big) > bigKeep {
-		l.big = nil
-	}
-	b, err := l.r.ReadSlice('\n')
-	switch {
-	case err == nil:
-		return trimEOL(b), nil
-	case err == io.EOF && len(b) > 0:
-		return b, nil
-	case err != bufio.ErrBufferFull:
-		return nil, err
-	}
-	l.big = append(l.big[:0], b...)
-	for {
-		b, err = l.r.ReadSlice('\n')
-		n := len(l.big) + len(b)
-		if err == nil {
-			n-- // the newline
-		}
-		if n > l.max {
-			l.big = nil
-			return nil, errLineTooLong
-		}
-		l.big = append(l.big, b...)
-		switch {
-		case err == nil:
-			return trimEOL(l.big), nil
-		case err == bufio.ErrBufferFull:
-		case err == io.EOF:
-			return l.big, nil
-		default:
-			return nil, err
-		}
-	}
-}
-
-func trimEOL(b []byte) []byte {
-	b = b[:len(b)-1]
-	if len(b) > 0 && b[len(b)-1] == '\r' {
-		b = b[:len(b)-1]
-	}
-	return b
-}
+func newLineReader(r io.Reader, max int) *agentcli.LineReader { return agentcli.NewLineReader(r, max) }
 
 // message is a JSON-RPC 2.0 envelope: a request (ID and Method), a
 // notification (Method only) or a response (ID and Result or Error).

@@ -439,7 +439,7 @@ func (s *session) read(r *os.File) {
 	lr := newLineReader(r, maxLine)
 	var readErr error
 	for {
-		line, err := lr.next()
+		line, err := lr.Next()
 		if err != nil {
 			if err != io.EOF {
 				readErr = err

@@ -19,7 +19,7 @@ func TestLineReader(t *testing.T) {
 	lr := newLineReader(strings.NewReader(in), 256<<10)
 	var got []string
 	for {
-		l, err := lr.next()
+		l, err := lr.Next()
 		if err == io.EOF {
 			break
 		}
@@ -32,7 +32,7 @@ func TestLineReader(t *testing.T) {
 		t.Errorf("lines %q", got)
 	}
 	lr = newLineReader(strings.NewReader(strings.Repeat("y", 300<<10)+"\nnext\n"), 256<<10)
-	if _, err := lr.next(); !errors.Is(err, errLineTooLong) {
+	if _, err := lr.Next(); !errors.Is(err, errLineTooLong) {
 		t.Errorf("over the cap: %v", err)
 	}
 }
