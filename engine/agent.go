@@ -509,6 +509,11 @@ func (h *host) unconfirmedEdits(cwd string) []FileChange {
 // offers more (allow once / allow for the session / deny).
 func (h *host) Permission(ctx context.Context, r provider.PermissionRequest) (provider.Decision, error) {
 	summary := h.permissionSummary(r)
+	if h.e.cfg.Policy.MatchTool(r.Tool, r.Input) != "" {
+		// The confirm policy names it (git push, rm -rf…): it is approved
+		// one call at a time, never for the rest of the session.
+		r.Options = slices.DeleteFunc(slices.Clone(r.Options), func(o provider.PermissionOption) bool { return o.Kind == provider.AllowAlways })
+	}
 	allows, rejects := 0, 0
 	for _, o := range r.Options {
 		if o.Kind == provider.Reject {

@@ -258,3 +258,74 @@ func TestRestoreInterruptsRunningAndRequeuesPending(t *testing.T) {
 		t.Errorf("counters %v", p.counters)
 	}
 }
+
+// permProvider's sessions ask one permission and report the decision.
+type permProvider struct {
+	req provider.PermissionRequest
+	got chan provider.Decision
+}
+
+func (p *permProvider) Name() string { return "perm" }
+func (p *permProvider) Start(ctx context.Context, spec provider.Spec, h provider.Host) (provider.Session, error) {
+	return &permSession{p: p, h: h, done: make(chan struct{})}, nil
+}
+
+type permSession struct {
+	p    *permProvider
+	h    provider.Host
+	done chan struct{}
+	once sync.Once
+}
+
+func (s *permSession) Send(ctx context.Context, t provider.Turn) error {
+	go func() {
+		d, _ := s.h.Permission(context.Background(), s.p.req)
+		s.p.got <- d
+		s.h.Event(provider.TurnEnded{})
+	}()
+	return nil
+}
+func (s *permSession) Interrupt(context.Context) error { return nil }
+func (s *permSession) ResumeID() string                { return "" }
+func (s *permSession) Close() error                    { s.once.Do(func() { close(s.done) }); return nil }
+func (s *permSession) Done() <-chan struct{}           { return s.done }
+func (s *permSession) Err() error                      { return nil }
+
+// A permission request the confirm policy names is a plain confirm (allow
+// once or deny) that says so: the CLI's "allow for this session" is not
+// offered for it. Others keep the CLI's choices.
+func TestPolicyOnAgentPermissions(t *testing.T) {
+	policy, _ := provider.NewPolicy(provider.DefaultConfirmPatterns)
+	opts := []provider.PermissionOption{{ID: "once", Label: "Allow once", Kind: provider.AllowOnce},
+		{ID: "always", Label: "Allow for this session", Kind: provider.AllowAlways}, {ID: "no", Label: "Deny", Kind: provider.Reject}}
+	for _, c := range []struct {
+		command string
+		policy  bool
+	}{{"git push origin main", true}, {"go test ./...", false}} {
+		p := &permProvider{req: provider.PermissionRequest{Tool: "Bash", Input: map[string]any{"command": c.command}, Options: opts},
+			got: make(chan provider.Decision, 1)}
+		e, rec := newEngine(t, func(cfg *Config) { cfg.Provider = p; cfg.Policy = policy })
+		e.Prompt("test", "/spawn do it")
+		if c.policy {
+			cr := rec.waitFor("confirm", isConfirm).(*protocol.ConfirmRequest)
+			if !strings.Contains(cr.Summary, c.command) || !strings.Contains(cr.Summary, "confirm policy") {
+				t.Fatalf("summary %q", cr.Summary)
+			}
+			e.AnswerConfirm(cr.ID, true, "answered")
+			if d := <-p.got; !d.Allow || d.OptionID != "once" {
+				t.Fatalf("decision %+v", d)
+			}
+			continue
+		}
+		ask := rec.waitFor("ask", func(m protocol.Message) bool { _, ok := m.(*protocol.AskRequest); return ok }).(*protocol.AskRequest)
+		if len(ask.Choices) != 3 || strings.Contains(ask.Question, "confirm policy") {
+			t.Fatalf("ask %+v", ask)
+		}
+		e.AnswerAsk(ask.ID, "always", "answered")
+		if d := <-p.got; !d.Allow || d.OptionID != "always" {
+			t.Fatalf("decision %+v", d)
+		}
+	}
+}
+
+func isConfirm(m protocol.Message) bool { _, ok := m.(*protocol.ConfirmRequest); return ok }
