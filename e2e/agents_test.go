@@ -836,3 +836,61 @@ func TestCopilotCoordinatorSpawnsWorkersAndRelaysPermissions(t *testing.T) {
 	}
 	d.stop()
 }
+
+// In a native session, an agent's tool request that the confirm policy
+// names (here `git push`) waits for a native approve or deny pinned to
+// that very request (a reservation <task>.p1 whose evidence hash covers
+// the tool and its input), not for a legacy confirm.
+func TestClaudeNativeSessionApprovesToolRequests(t *testing.T) {
+	script := coordinatorScript()
+	script.Rules = append(script.Rules, modelmock.Rule{Name: "push", Match: "pusher:", Turns: []modelmock.Turn{
+		{Usage: modelmock.Usage{Input: 10, Output: 1}, ToolCalls: []modelmock.ToolCall{{Name: "Bash", Input: map[string]any{"command": "git push origin main", "description": "push"}}}},
+		{Text: "push attempted"},
+	}})
+	for _, verdict := range []string{"approve", "deny"} {
+		t.Run(verdict, func(t *testing.T) {
+			ae := newAgentEnv(t, "claude", script)
+			d := ae.start("--control-socket", "--provider", "claude", "--native-root")
+			s := watch(t, d.dial(protocol.ClientOther, "w"))
+			c := d.dial(protocol.ClientOther, "op")
+			s.waitFor("replayEnd", isType(protocol.TypeReplayEnd))
+			c.Send(&protocol.Prompt{Text: "/spawn pusher: push it"})
+			var root string
+			var rev float64
+			deadline := time.Now().Add(3 * time.Minute)
+			for root == "" {
+				if time.Now().After(deadline) {
+					t.Fatal("the tool request never reached the native root")
+				}
+				st, _ := ae.rootJSON("status")
+				r, _ := st["root"].(map[string]any)
+				tasks, _ := r["tasks"].([]any)
+				for _, x := range tasks {
+					if x.(map[string]any)["id"] == "t1.p1" && x.(map[string]any)["evidenceHash"] != "" {
+						root, rev = r["id"].(string), r["revision"].(float64)
+					}
+				}
+				time.Sleep(50 * time.Millisecond)
+			}
+			res, code := ae.rootJSON(verdict, root, "--task", "t1.p1", "--rationale", "reviewed the push",
+				"--revision", strconv.Itoa(int(rev)), "--operation-id", "op-"+verdict)
+			if code != 0 || res["kind"] != "receipt" {
+				t.Fatalf("%s: %d %v", verdict, code, res)
+			}
+			done := s.waitLong("the Bash call ends", func(m protocol.Message) bool {
+				switch m := m.(type) {
+				case *protocol.ConfirmRequest:
+					t.Fatalf("a legacy confirm in a native session: %q", m.Summary)
+				case *protocol.ToolCall:
+					return m.Tool == "Bash" && m.Phase == protocol.PhaseComplete
+				}
+				return false
+			}).(*protocol.ToolCall)
+			denied := strings.Contains(done.Result, "denied by the operator")
+			if denied != (verdict == "deny") {
+				t.Fatalf("after %s the Bash call ended with %q", verdict, done.Result)
+			}
+			d.stop()
+		})
+	}
+}

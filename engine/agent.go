@@ -509,6 +509,25 @@ func (h *host) unconfirmedEdits(cwd string) []FileChange {
 // offers more (allow once / allow for the session / deny).
 func (h *host) Permission(ctx context.Context, r provider.PermissionRequest) (provider.Decision, error) {
 	summary := h.permissionSummary(r)
+	if h.e.cfg.Policy.MatchTool(r.Tool, r.Input) != "" && h.e.cfg.Governor != nil && h.w != nil {
+		// A native session: the root decides, by an approve or deny
+		// pinned to this very request.
+		ok, err := h.nativeApproval(ctx, r, summary)
+		if err != nil {
+			return provider.Decision{Message: "no native decision: " + err.Error()}, err
+		}
+		d := provider.Decision{Allow: ok}
+		for _, o := range r.Options {
+			if (o.Kind == provider.Reject) != ok && o.Kind != provider.AllowAlways {
+				d.OptionID = o.ID
+				break
+			}
+		}
+		if !ok {
+			d.Message = "denied by the operator (native root)"
+		}
+		return d, nil
+	}
 	if h.e.cfg.Policy.MatchTool(r.Tool, r.Input) != "" {
 		// The confirm policy names it (git push, rm -rf…): it is approved
 		// one call at a time, never for the rest of the session.

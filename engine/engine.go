@@ -113,6 +113,10 @@ type Engine struct {
 	runWG sync.WaitGroup // task goroutines, the native admitLoop
 
 	admitWake chan struct{} // cap 1: the native root or the queue changed
+	// nativeCh is closed and replaced at every change of the native root,
+	// for tool requests waiting on a native approval.
+	nativeMu sync.Mutex
+	nativeCh chan struct{}
 	admitStop chan struct{} // closed by Shutdown
 }
 
@@ -152,6 +156,7 @@ func New(cfg Config) *Engine {
 		tools:      make(map[string]*toolStat),
 		loopByID:   make(map[string]*loop),
 		admitWake:  make(chan struct{}, 1),
+		nativeCh:   make(chan struct{}),
 		admitStop:  make(chan struct{}),
 	}
 	e.broker.init(e)

@@ -2,9 +2,12 @@ package engine
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"strings"
 	"time"
+
+	"github.com/agents-fleet/fleet/provider"
 )
 
 // Governor is a native root governing the session's work (DESIGN §7): every
@@ -73,6 +76,81 @@ func (e *Engine) GovernorChanged() {
 	select {
 	case e.admitWake <- struct{}{}:
 	default:
+	}
+	e.nativeMu.Lock()
+	close(e.nativeCh)
+	e.nativeCh = make(chan struct{})
+	e.nativeMu.Unlock()
+}
+
+// nativeChanged returns a channel closed at the root's next change.
+func (e *Engine) nativeChanged() <-chan struct{} {
+	e.nativeMu.Lock()
+	defer e.nativeMu.Unlock()
+	return e.nativeCh
+}
+
+// nativeApproval holds an agent's tool request that the confirm policy
+// names for the native root: it is recorded as a reservation of its own,
+// id <task>.p<N>, whose evidence hash covers the tool and its input, and
+// waits for the operator's native approve (the call runs) or deny (the
+// CLI is told no), or for ctx. A consumed approval is settled at once, so
+// the record says how it ended.
+func (h *host) nativeApproval(ctx context.Context, r provider.PermissionRequest, summary string) (bool, error) {
+	e, g := h.e, h.e.cfg.Governor
+	e.mu.Lock()
+	h.w.approvals++
+	id := fmt.Sprintf("%s.p%d", h.t.id, h.w.approvals)
+	e.mu.Unlock()
+	in, _ := json.Marshal(r.Input)
+	rctx, cancel := context.WithTimeout(ctx, nativeTimeout)
+	err := g.Reserve(rctx, Reservation{ID: id, Command: r.Tool + " " + string(in), NeedsApproval: true})
+	cancel()
+	if err != nil {
+		return false, fmt.Errorf("record the tool request in the native root: %w", err)
+	}
+	h.mu.Lock()
+	h.blocked++
+	h.mu.Unlock()
+	e.mu.Lock()
+	h.w.status = workerIdle
+	e.setTaskLocked(h.t, taskBlocked, fmt.Sprintf("waiting for a native approve or deny of %s: %s", id, summary))
+	e.mu.Unlock()
+	defer func() {
+		h.mu.Lock()
+		h.blocked--
+		h.mu.Unlock()
+		h.touch(nowMs())
+		e.mu.Lock()
+		if h.t.status == taskBlocked && ctx.Err() == nil {
+			h.w.status = workerRunning
+			e.setTaskLocked(h.t, taskRunning, "")
+		}
+		e.mu.Unlock()
+	}()
+	for {
+		changed := e.nativeChanged()
+		actx, cancel := context.WithTimeout(ctx, nativeTimeout)
+		adm, err := g.Admit(actx, id)
+		cancel()
+		switch {
+		case err != nil:
+			return false, fmt.Errorf("ask the native root about %s: %w", id, err)
+		case adm.Start:
+			sctx, cancel := context.WithTimeout(context.Background(), nativeTimeout)
+			if _, err := g.Settle(sctx, Settlement{TaskID: id, WorkerID: h.w.id, At: time.Now()}); err != nil {
+				e.log.Error("settle an approved tool request", "id", id, "err", err)
+			}
+			cancel()
+			return true, nil
+		case adm.Refuse != "":
+			return false, nil
+		}
+		select {
+		case <-changed:
+		case <-ctx.Done():
+			return false, provider.ErrNoAnswer
+		}
 	}
 }
 
