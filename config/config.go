@@ -99,9 +99,36 @@ type File struct {
 type ProviderConfig struct {
 	Path           string            `json:"path,omitempty"`           // the CLI binary; default found in PATH
 	Args           []string          `json:"args,omitempty"`           // extra arguments, after the fleet's own
-	Env            map[string]string `json:"env,omitempty"`            // extra environment for the CLI
+	Env            EnvMap            `json:"env,omitempty"`            // extra environment for the CLI
 	Model          string            `json:"model,omitempty"`          // the default model
 	PermissionMode string            `json:"permissionMode,omitempty"` // passed to the CLI where it has one
+}
+
+// EnvMap is an environment: in config.json an object {"NAME": "value"}
+// or a list ["NAME=value"].
+type EnvMap map[string]string
+
+// UnmarshalJSON takes either form.
+func (m *EnvMap) UnmarshalJSON(b []byte) error {
+	var obj map[string]string
+	if err := json.Unmarshal(b, &obj); err == nil {
+		*m = obj
+		return nil
+	}
+	var list []string
+	if err := json.Unmarshal(b, &list); err != nil {
+		return errors.New(`must be an object {"NAME": "value"} or a list ["NAME=value"]`)
+	}
+	out := make(EnvMap, len(list))
+	for _, kv := range list {
+		k, v, ok := strings.Cut(kv, "=")
+		if !ok || k == "" {
+			return fmt.Errorf("entry %q is not NAME=value", kv)
+		}
+		out[k] = v
+	}
+	*m = out
+	return nil
 }
 
 // ProviderNames are the providers a fleet knows.

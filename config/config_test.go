@@ -244,3 +244,29 @@ func TestLimits(t *testing.T) {
 		}
 	}
 }
+
+func TestProvidersConfig(t *testing.T) {
+	home := t.TempDir()
+	write(t, home, `{"provider": "claude", "model": "m1", "providers": {"claude": {"path": "/opt/claude", "args": ["--max-turns", "3"],
+		"env": {"A": "1"}, "model": "m2", "permissionMode": "acceptEdits"}, "codex": {"env": ["B=2", "C=x=y"]}},
+		"limits": {"agentStallTimeoutMs": 5000}}`)
+	f, err := Load(home)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := f.Providers["claude"]
+	if f.Provider != "claude" || f.Model != "m1" || c.Path != "/opt/claude" || len(c.Args) != 2 || c.Env["A"] != "1" ||
+		c.Model != "m2" || c.PermissionMode != "acceptEdits" || *f.Limits.AgentStallTimeoutMs != 5000 {
+		t.Fatalf("%+v", f)
+	}
+	if e := f.Providers["codex"].Env; e["B"] != "2" || e["C"] != "x=y" {
+		t.Fatalf("list env: %v", e)
+	}
+	for _, bad := range []string{`{"provider": "gpt"}`, `{"providers": {"gemini": {}}}`, `{"providers": {"local": {}}}`,
+		`{"providers": {"claude": {"env": ["NOEQUALS"]}}}`, `{"providers": {"claude": {"env": 3}}}`, `{"limits": {"agentStallTimeoutMs": 5}}`} {
+		write(t, home, bad)
+		if _, err := Load(home); err == nil {
+			t.Errorf("accepted %s", bad)
+		}
+	}
+}
