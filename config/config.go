@@ -97,11 +97,11 @@ type File struct {
 
 // ProviderConfig is one entry of "providers" (docs/providers.md).
 type ProviderConfig struct {
-	Path           string            `json:"path,omitempty"`           // the CLI binary; default found in PATH
-	Args           []string          `json:"args,omitempty"`           // extra arguments, after the fleet's own
-	Env            EnvMap            `json:"env,omitempty"`            // extra environment for the CLI
-	Model          string            `json:"model,omitempty"`          // the default model
-	PermissionMode string            `json:"permissionMode,omitempty"` // passed to the CLI where it has one
+	Path           string   `json:"path,omitempty"`           // the CLI binary; default found in PATH
+	Args           []string `json:"args,omitempty"`           // extra arguments, after the fleet's own
+	Env            EnvMap   `json:"env,omitempty"`            // extra environment for the CLI
+	Model          string   `json:"model,omitempty"`          // the default model
+	PermissionMode string   `json:"permissionMode,omitempty"` // passed to the CLI where it has one
 }
 
 // EnvMap is an environment: in config.json an object {"NAME": "value"}

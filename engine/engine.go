@@ -115,8 +115,8 @@ type Engine struct {
 	admitWake chan struct{} // cap 1: the native root or the queue changed
 	// nativeCh is closed and replaced at every change of the native root,
 	// for tool requests waiting on a native approval.
-	nativeMu sync.Mutex
-	nativeCh chan struct{}
+	nativeMu  sync.Mutex
+	nativeCh  chan struct{}
 	admitStop chan struct{} // closed by Shutdown
 }
 

@@ -73,7 +73,7 @@ type worker struct {
 	followUps                     []string // /tell turns waiting for the current one
 	host                          *host    // the live session's host; nil once settled
 	recent                        recentLines
-	approvals                     int // native approvals asked for its tool requests (ids <task>.p<N>)
+	approvals                     int  // native approvals asked for its tool requests (ids <task>.p<N>)
 	cleaning                      bool // /clean is removing its worktree
 	// lastActivity is updated on the hot output path without e.mu.
 	lastActivity atomic.Int64 // epoch ms
