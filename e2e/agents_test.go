@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -152,9 +153,17 @@ func TestClaudeCoordinatorSpawnsWorkersAndRelaysPermissions(t *testing.T) {
 			if err := answerer.Send(&protocol.Prompt{Text: "Add a greeting and a farewell to the repo"}); err != nil {
 				t.Fatal(err)
 			}
-			reply := watcher.waitLong("the coordinator's reply", isType(protocol.TypeReply)).(*protocol.Reply)
-			if reply.Text != "Two workers are on it." {
-				t.Fatalf("reply %q", reply.Text)
+			// The coordinator's text before its last is a transcript line;
+			// its last is the reply, said once.
+			var said []string
+			reply := watcher.waitLong("the coordinator's reply", func(m protocol.Message) bool {
+				if tr, ok := m.(*protocol.Transcript); ok && tr.Agent == "" && tr.Role == protocol.RoleAssistant {
+					said = append(said, tr.Text)
+				}
+				return m.MessageType() == protocol.TypeReply
+			}).(*protocol.Reply)
+			if reply.Text != "Two workers are on it." || !slices.Equal(said, []string{"I'll split this in two."}) {
+				t.Fatalf("reply %q after coordinator lines %q", reply.Text, said)
 			}
 			// Worker B's Bash call needs permission: the summary names
 			// the worker, the tool and the command.

@@ -221,6 +221,7 @@ type host struct {
 	order    []string             // edited paths in first-edit order
 	blocked  int                  // requests waiting for the operator
 	lastTool string               // the last tool the agent started
+	held     *provider.Text       // the coordinator's latest text, not yet published
 	activity int64                // epoch ms, the coordinator's (workers use w.lastActivity)
 }
 
@@ -277,6 +278,14 @@ const (
 // Event handles one event of the session; see provider.Event.
 func (h *host) Event(ev provider.Event) {
 	e := h.e
+	if h.w == nil {
+		// The coordinator's last text of a turn is its reply: it is held
+		// until the next event shows whether it was the last (then the
+		// reply carries it, once) or not (then it is a transcript line).
+		if !h.holdCoordinatorText(ev) {
+			return
+		}
+	}
 	switch ev := ev.(type) {
 	case provider.Output:
 		h.output(ev.Stream, ev.Lines)
@@ -769,4 +778,38 @@ func (h *host) lineAgent() string {
 func quiet(p provider.Provider) bool {
 	q, ok := p.(provider.Quiet)
 	return ok && q.Quiet()
+}
+
+// holdCoordinatorText handles the coordinator's text ahead of Event: it
+// keeps the latest assistant text back and publishes the one before it. It
+// reports whether Event should go on with ev.
+func (h *host) holdCoordinatorText(ev provider.Event) bool {
+	switch ev.(type) {
+	case provider.Usage, provider.SessionStarted, provider.FileEdited:
+		return true // not something a console shows: the held text stays last
+	}
+	h.mu.Lock()
+	held := h.held
+	h.held = nil
+	if t, ok := ev.(provider.Text); ok && !t.Reasoning && strings.TrimSpace(t.Text) != "" {
+		h.held = &t
+		h.mu.Unlock()
+		h.touch(nowMs())
+		if held != nil {
+			h.publishText(*held)
+		}
+		return false
+	}
+	h.mu.Unlock()
+	if held != nil {
+		if end, ok := ev.(provider.TurnEnded); ok && end.Err == nil && strings.TrimSpace(end.Result) == strings.TrimSpace(held.Text) {
+			return true // the reply says it
+		}
+		h.publishText(*held)
+	}
+	return true
+}
+
+func (h *host) publishText(t provider.Text) {
+	h.e.pub.Broadcast(&protocol.Transcript{Role: protocol.RoleAssistant, Text: t.Text, Agent: h.lineAgent(), Ts: nowMs()})
 }
