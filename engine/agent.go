@@ -568,10 +568,21 @@ func (h *host) Permission(ctx context.Context, r provider.PermissionRequest) (pr
 		return d, nil
 	}
 	q := provider.Question{Text: summary, Kind: "choice"}
+	req := request{kind: kindAsk}
 	for _, o := range r.Options {
 		q.Choices = append(q.Choices, provider.Choice{Label: o.Label, Value: o.ID, Description: string(o.Kind)})
+		switch {
+		case o.Kind == provider.AllowOnce && req.allowValue == "":
+			req.allowValue = o.ID
+		case o.Kind == provider.Reject && req.denyValue == "":
+			req.denyValue = o.ID
+		}
 	}
-	ans, err := h.raise(ctx, request{kind: kindAsk, question: q})
+	if req.allowValue == "" || req.denyValue == "" {
+		req.allowValue, req.denyValue = "", ""
+	}
+	req.question = q
+	ans, err := h.raise(ctx, req)
 	if err != nil {
 		return provider.Decision{Message: "no answer from the operator"}, err
 	}

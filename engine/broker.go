@@ -23,9 +23,12 @@ type request struct {
 	question provider.Question // ask
 	taskID   string            // "" for the coordinator's
 	agent    string            // who asked: "w3", "coordinator"
-	ts       int64
-	done     chan answer // cap 1; receives exactly one answer
-	timer    *time.Timer
+	// allowValue and denyValue are a permission ask's choices that a plain
+	// confirmResponse picks; "" for other asks.
+	allowValue, denyValue string
+	ts                    int64
+	done                  chan answer // cap 1; receives exactly one answer
+	timer                 *time.Timer
 }
 
 type answer struct {
@@ -135,6 +138,15 @@ func (b *broker) answer(id string, a answer, reason protocol.ResolvedReason) err
 		}
 		return fmt.Errorf("no pending request with id %q", truncateID(id))
 	}
+	if a.confirm && r.kind == kindAsk && r.allowValue != "" {
+		// A permission prompt with the CLI's choices also takes a plain
+		// yes (allow once) or no (deny).
+		text := r.denyValue
+		if a.approve {
+			text = r.allowValue
+		}
+		a = answer{text: text}
+	}
 	if a.confirm != (r.kind == kindConfirm) {
 		if r.kind == kindConfirm {
 			return fmt.Errorf("%s is a confirm request: answer it with confirmResponse", id)
@@ -188,7 +200,9 @@ func (b *broker) resolveLocked(id string, a answer, reason protocol.ResolvedReas
 	r.timer.Stop()
 	b.remember(id, reason)
 	r.done <- a
-	approved := a.ok && (r.kind == kindAsk || a.approve)
+	// An answered ask counts as approved, but a permission ask answered
+	// with its deny choice does not.
+	approved := a.ok && (a.approve || r.kind == kindAsk && (r.denyValue == "" || a.text != r.denyValue))
 	b.e.pub.Broadcast(&protocol.ConfirmResolved{ID: id, Approved: approved, Kind: protocol.ResolvedKind(r.kind), Reason: reason})
 	b.e.changedLocked()
 }

@@ -329,3 +329,32 @@ func TestPolicyOnAgentPermissions(t *testing.T) {
 }
 
 func isConfirm(m protocol.Message) bool { _, ok := m.(*protocol.ConfirmRequest); return ok }
+
+// A permission ask with the CLI's choices also takes a plain confirm: yes
+// picks allow once, no picks deny, and confirmResolved says which.
+func TestPermissionAskTakesAConfirm(t *testing.T) {
+	opts := []provider.PermissionOption{{ID: "once", Label: "Allow once", Kind: provider.AllowOnce},
+		{ID: "always", Label: "Allow for this session", Kind: provider.AllowAlways}, {ID: "no", Label: "Deny", Kind: provider.Reject}}
+	for _, approve := range []bool{true, false} {
+		p := &permProvider{req: provider.PermissionRequest{Tool: "Bash", Input: map[string]any{"command": "make"}, Options: opts},
+			got: make(chan provider.Decision, 1)}
+		e, rec := newEngine(t, func(cfg *Config) { cfg.Provider = p })
+		e.Prompt("test", "/spawn do it")
+		ask := rec.waitFor("ask", func(m protocol.Message) bool { _, ok := m.(*protocol.AskRequest); return ok }).(*protocol.AskRequest)
+		if err := e.AnswerConfirm(ask.ID, approve, "answered"); err != nil {
+			t.Fatal(err)
+		}
+		d := <-p.got
+		want := "no"
+		if approve {
+			want = "once"
+		}
+		if d.Allow != approve || d.OptionID != want {
+			t.Fatalf("confirm %v: decision %+v", approve, d)
+		}
+		res := rec.waitFor("resolved", func(m protocol.Message) bool { _, ok := m.(*protocol.ConfirmResolved); return ok }).(*protocol.ConfirmResolved)
+		if res.Approved != approve {
+			t.Fatalf("confirm %v: resolved %+v", approve, res)
+		}
+	}
+}
