@@ -160,33 +160,48 @@ func (g *gitWorkspaces) Prepare(ctx context.Context, worker string) (engine.Work
 		BaseCommit: wt.BaseCommit, Warnings: wt.Warnings,
 	}
 	ws.Track = func(ctx context.Context) (func(context.Context) ([]engine.FileChange, error), error) {
-		before, err := worktree.TakeSnapshot(ctx, wt.Path)
-		if err != nil {
-			return nil, err
-		}
-		return func(ctx context.Context) ([]engine.FileChange, error) {
-			after, err := worktree.TakeSnapshot(ctx, wt.Path)
-			if err != nil {
-				return nil, err
-			}
-			var out []engine.FileChange
-			changes, err := worktree.Changes(ctx, before, after)
-			if err != nil {
-				return nil, err
-			}
-			for _, c := range changes {
-				p := filepath.FromSlash(c.Path)
-				rel, err := filepath.Rel(g.rel, p)
-				if err != nil {
-					rel = p
-				}
-				out = append(out, engine.FileChange{Path: filepath.ToSlash(rel), AbsolutePath: filepath.Join(wt.Path, p), Type: protocol.ChangeType(c.Type)})
-			}
-			return out, nil
-		}, nil
+		return g.track(ctx, wt.Path)
 	}
 	return ws, nil
 }
+
+// Track watches an existing worker's worktree again (a follow-up turn).
+func (g *gitWorkspaces) Track(ctx context.Context, worker string) (func(context.Context) ([]engine.FileChange, error), error) {
+	return g.track(ctx, g.m.Path(worker))
+}
+
+// track snapshots the worktree at path and returns what reports the
+// changes since, relative to the fleet's cwd.
+func (g *gitWorkspaces) track(ctx context.Context, path string) (func(context.Context) ([]engine.FileChange, error), error) {
+	before, err := worktree.TakeSnapshot(ctx, path)
+	if err != nil {
+		return nil, err
+	}
+	return func(ctx context.Context) ([]engine.FileChange, error) {
+		after, err := worktree.TakeSnapshot(ctx, path)
+		if err != nil {
+			return nil, err
+		}
+		changes, err := worktree.Changes(ctx, before, after)
+		if err != nil {
+			return nil, err
+		}
+		out := make([]engine.FileChange, 0, len(changes))
+		for _, c := range changes {
+			p := filepath.FromSlash(c.Path)
+			rel, err := filepath.Rel(g.rel, p)
+			if err != nil {
+				rel = p
+			}
+			out = append(out, engine.FileChange{Path: filepath.ToSlash(rel), AbsolutePath: filepath.Join(path, p), Type: protocol.ChangeType(c.Type)})
+		}
+		return out, nil
+	}, nil
+}
+
+// Dir is where a worker's agent runs in its worktree (the fleet's cwd
+// within it).
+func (g *gitWorkspaces) Dir(worker string) string { return filepath.Join(g.m.Path(worker), g.rel) }
 
 func (g *gitWorkspaces) Remove(ctx context.Context, worker string, force bool) error {
 	return g.m.Remove(ctx, worker, force)

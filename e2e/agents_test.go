@@ -126,6 +126,10 @@ func coordinatorScript() modelmock.Script {
 		{Name: "follow-up", Match: "follow-up:", Turns: []modelmock.Turn{
 			{Text: "Followed up.", Usage: u(70, 7)},
 		}},
+		{Name: "tell-write", Match: "tell-write:", Turns: []modelmock.Turn{
+			{Usage: u(20, 2), ToolCalls: []modelmock.ToolCall{{Name: "Write", Input: map[string]any{"file_path": "later.txt", "content": "later\n"}}}},
+			{Text: "Added later.txt.", Usage: u(30, 3)},
+		}},
 		{Name: "hang", Match: "hang:", Turns: []modelmock.Turn{{Hang: true}}},
 		{Name: "fail", Match: "fail:", Turns: []modelmock.Turn{{Status: 500, ErrorMessage: "the scripted endpoint is down"}}},
 		{Name: "slow", Match: "slow:", Turns: []modelmock.Turn{
@@ -287,6 +291,14 @@ func TestClaudeSpawnTellCancel(t *testing.T) {
 	}
 	if !resumed {
 		t.Fatal("the /tell turn did not carry the worker's earlier conversation")
+	}
+	// A follow-up's edits are reported like the first turn's.
+	c.Send(&protocol.Prompt{Text: "/tell w1 tell-write: add later.txt"})
+	ask := s.waitLong("the follow-up's permission", isType(protocol.TypeAskRequest)).(*protocol.AskRequest)
+	c.Send(&protocol.AskResponse{ID: ask.ID, Text: "allow"})
+	fc := s.waitLong("the follow-up's fileChange", isType(protocol.TypeFileChange)).(*protocol.FileChange)
+	if len(fc.Changes) != 1 || fc.Changes[0].Path != "later.txt" || fc.Changes[0].Agent != "w1" || fc.Changes[0].Tool != "Write" {
+		t.Fatalf("follow-up fileChange %+v", fc.Changes)
 	}
 
 	c.Send(&protocol.Prompt{Text: "/spawn slow: wait"})
@@ -570,6 +582,21 @@ func TestClaudeKill9ThenResumeContinuesTheCoordinator(t *testing.T) {
 	}
 	if !found {
 		t.Fatal("the resumed coordinator did not continue its CLI session")
+	}
+	// A worker of the killed run takes a follow-up in its own worktree.
+	c2.Send(&protocol.Prompt{Text: "/tell w1 follow-up: after the crash"})
+	s2.waitLong("the restored worker's follow-up", func(m protocol.Message) bool {
+		tr, ok := m.(*protocol.Transcript)
+		return ok && tr.Agent == "w1" && tr.Text == "Followed up."
+	})
+	inWorktree := false
+	for _, r := range ae.mock.Requests() {
+		if r.Rule == "follow-up" && strings.Contains(string(r.Body), filepath.Join("worktrees", session, "w1")) {
+			inWorktree = true
+		}
+	}
+	if !inWorktree {
+		t.Fatal("the restored worker's follow-up did not run in its worktree")
 	}
 	d2.stop()
 }

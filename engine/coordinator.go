@@ -321,6 +321,12 @@ func (e *Engine) resumeWorkerLocked(w *worker, t *task) {
 	e.setTaskLocked(t, taskRunning, "")
 	h := newHost(e, w, t, ctx)
 	w.host = h
+	if w.dir == "" { // restored from a saved session
+		w.dir = e.cfg.Cwd
+		if tr, ok := e.cfg.Workspaces.(Tracker); ok && w.worktreePath != "" {
+			w.dir = tr.Dir(w.id)
+		}
+	}
 	dir := w.dir
 	e.runWG.Add(1)
 	go func() {
@@ -350,6 +356,8 @@ func (e *Engine) resumeWorkerLocked(w *worker, t *task) {
 // worker's workspace again (for a follow-up turn).
 type Tracker interface {
 	Track(ctx context.Context, worker string) (func(context.Context) ([]FileChange, error), error)
+	// Dir is where the worker's agent runs in its workspace.
+	Dir(worker string) string
 }
 
 // nextFollowUp takes the next follow-up for w, if any.
