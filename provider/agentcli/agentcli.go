@@ -4,11 +4,15 @@
 package agentcli
 
 import (
+	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
+	"time"
 
 	"github.com/agents-fleet/fleet/provider"
 )
@@ -81,4 +85,34 @@ func executable(p string) error {
 		return fmt.Errorf("%s: %w", p, errNotExecutable)
 	}
 	return nil
+}
+
+// Version runs `path --version` with env, bounded by timeout, and returns
+// what it printed on stdout, trimmed. A failure carries the CLI's own
+// words (the end of its stderr, or of its stdout).
+func Version(ctx context.Context, path string, env []string, timeout time.Duration) (string, error) {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, path, "--version")
+	cmd.Env = env
+	cmd.WaitDelay = time.Second
+	var out, errOut bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errOut
+	if err := cmd.Run(); err != nil {
+		if ctx.Err() != nil {
+			err = fmt.Errorf("timed out after %v", timeout)
+		}
+		msg := strings.TrimSpace(errOut.String())
+		if msg == "" {
+			msg = strings.TrimSpace(out.String())
+		}
+		if len(msg) > 500 {
+			msg = "…" + msg[len(msg)-500:]
+		}
+		if msg != "" {
+			err = fmt.Errorf("%w: %s", err, strings.Join(strings.Fields(msg), " "))
+		}
+		return "", fmt.Errorf("%s --version failed: %w", path, err)
+	}
+	return strings.TrimSpace(out.String()), nil
 }

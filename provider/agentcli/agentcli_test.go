@@ -1,10 +1,13 @@
 package agentcli
 
 import (
+	"context"
 	"errors"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/agents-fleet/fleet/provider"
 )
@@ -43,5 +46,24 @@ func TestEnv(t *testing.T) {
 	}
 	if v, _ := LookupEnv(got, "C"); v != "4" {
 		t.Fatal("a default was not added")
+	}
+}
+
+func TestVersion(t *testing.T) {
+	dir := t.TempDir()
+	ok := filepath.Join(dir, "ok")
+	os.WriteFile(ok, []byte("#!/bin/sh\necho '1.2.3 (Fake)'\n"), 0o755)
+	bad := filepath.Join(dir, "bad")
+	os.WriteFile(bad, []byte("#!/bin/sh\necho 'no licence' >&2\nexit 3\n"), 0o755)
+	hang := filepath.Join(dir, "hang")
+	os.WriteFile(hang, []byte("#!/bin/sh\nexec sleep 60\n"), 0o755)
+	if v, err := Version(context.Background(), ok, nil, 30*time.Second); err != nil || v != "1.2.3 (Fake)" {
+		t.Fatalf("%q %v", v, err)
+	}
+	if _, err := Version(context.Background(), bad, nil, 30*time.Second); err == nil || !strings.Contains(err.Error(), "no licence") {
+		t.Fatalf("failing CLI: %v", err)
+	}
+	if _, err := Version(context.Background(), hang, nil, 200*time.Millisecond); err == nil || !strings.Contains(err.Error(), "timed out") {
+		t.Fatalf("hanging CLI: %v", err)
 	}
 }

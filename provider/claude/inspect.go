@@ -1,13 +1,10 @@
 package claude
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
-	"fmt"
 	"net/url"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -35,25 +32,12 @@ func (p *Provider) Inspect(ctx context.Context, env []string) provider.Inspectio
 		return in
 	}
 	in.Path = path
-	ctx, cancel := context.WithTimeout(ctx, versionTimeout)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, path, "--version")
-	cmd.Env = env
-	cmd.WaitDelay = time.Second
-	var out, errOut bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &errOut
-	if err := cmd.Run(); err != nil {
-		msg := strings.TrimSpace(errOut.String())
-		if msg == "" {
-			msg = strings.TrimSpace(out.String())
-		}
-		if msg != "" {
-			err = fmt.Errorf("%w: %s", err, oneLine(msg))
-		}
-		in.Err = fmt.Errorf("%s --version failed: %w", path, err)
+	out, err := agentcli.Version(ctx, path, env, versionTimeout)
+	if err != nil {
+		in.Err = err
 		return in
 	}
-	in.Version, _, _ = strings.Cut(strings.TrimSpace(out.String()), "\n")
+	in.Version, _, _ = strings.Cut(out, "\n")
 	in.Version = strings.TrimSpace(in.Version)
 	number, _, _ := strings.Cut(in.Version, " ")
 	in.Verified = slices.Contains(VerifiedVersions, number)

@@ -13,7 +13,6 @@ package codex
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -228,22 +227,12 @@ func (p *Provider) Inspect(ctx context.Context, env []string) provider.Inspectio
 		return in
 	}
 	in.Path = path
-	ctx, cancel := context.WithTimeout(ctx, versionTimeout)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, path, "--version")
-	cmd.Env = env
-	cmd.WaitDelay = time.Second
-	out, err := cmd.Output()
+	version, err := agentcli.Version(ctx, path, env, versionTimeout)
 	if err != nil {
-		msg := err.Error()
-		var ee *exec.ExitError
-		if errors.As(err, &ee) && len(ee.Stderr) > 0 {
-			msg += ": " + strings.TrimSpace(lastBytes(string(ee.Stderr), 500))
-		}
-		in.Err = fmt.Errorf("%s --version: %s", path, msg)
+		in.Err = err
 		return in
 	}
-	in.Version = strings.TrimSpace(string(out))
+	in.Version = version
 	in.Verified = versionOf(in.Version) == VerifiedVersion
 	return in
 }

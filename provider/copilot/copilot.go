@@ -250,20 +250,12 @@ func (p *Provider) Inspect(ctx context.Context, env []string) provider.Inspectio
 		return in
 	}
 	in.Path = path
-	ctx, cancel := context.WithTimeout(ctx, versionTimeout)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, path, "--version")
-	cmd.Env = append(slices.Clip(env), "COPILOT_AUTO_UPDATE=false")
-	cmd.WaitDelay = time.Second
-	out, err := cmd.CombinedOutput()
+	out, err := agentcli.Version(ctx, path, append(slices.Clip(env), "COPILOT_AUTO_UPDATE=false"), versionTimeout)
 	if err != nil {
-		if ctx.Err() != nil {
-			err = fmt.Errorf("timed out after %v", versionTimeout)
-		}
-		in.Err = fmt.Errorf("`%s --version` failed: %v: %s", path, err, lastBytes(strings.TrimSpace(string(out)), 400))
+		in.Err = err
 		return in
 	}
-	in.Version = versionOf(string(out))
+	in.Version = versionOf(out)
 	in.Verified = in.Version == VerifiedVersion
 	return in
 }
