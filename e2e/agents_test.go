@@ -373,100 +373,6 @@ func TestClaudeStallAndEndpointErrorFailWorkers(t *testing.T) {
 	d.stop()
 }
 
-// The same scenario with the real Codex CLI (codex app-server): the
-// coordinator spawns two workers through the fleet's MCP tools, each runs
-// a command that needs approval, a second console allows one and denies
-// the other.
-func TestCodexCoordinatorSpawnsWorkersAndRelaysApprovals(t *testing.T) {
-	u := func(in, out int64) modelmock.Usage { return modelmock.Usage{Input: in, Output: out} }
-	script := modelmock.Script{Rules: []modelmock.Rule{
-		{Name: "coordinator", Match: "Add a greeting and a farewell", Turns: []modelmock.Turn{
-			{Usage: u(300, 30), ToolCalls: []modelmock.ToolCall{{Name: "mcp__fleet__spawn_worker", Input: map[string]any{"task": "worker-a: create hello.txt"}}}},
-			{Usage: u(320, 25), ToolCalls: []modelmock.ToolCall{{Name: "mcp__fleet__spawn_worker", Input: map[string]any{"task": "worker-b: create bye.txt"}}}},
-			{Text: "Two workers are on it.", Usage: u(340, 20)},
-		}},
-		{Name: "a", Match: "worker-a:", Turns: []modelmock.Turn{
-			{Usage: u(200, 15), ToolCalls: []modelmock.ToolCall{{Name: "exec_command", Input: map[string]any{"cmd": "echo hello > hello.txt"}}}},
-			{Text: "Wrote hello.txt.", Usage: u(210, 5)},
-		}},
-		{Name: "b", Match: "worker-b:", Turns: []modelmock.Turn{
-			{Usage: u(200, 15), ToolCalls: []modelmock.ToolCall{{Name: "exec_command", Input: map[string]any{"cmd": "echo bye > bye.txt"}}}},
-			{Text: "Done with bye.txt.", Usage: u(210, 5)},
-		}},
-	}}
-	ae := newAgentEnv(t, "codex", script)
-	d := ae.start("--control-socket", "--provider", "codex", "--workers", "2")
-	watcher := watch(t, d.dial(protocol.ClientOther, "watcher"))
-	op := d.dial(protocol.ClientOther, "op")
-	watcher.waitFor("replayEnd", isType(protocol.TypeReplayEnd))
-	op.Send(&protocol.Prompt{Text: "Add a greeting and a farewell to the repo"})
-	reply := watcher.waitLong("the coordinator's reply", isType(protocol.TypeReply)).(*protocol.Reply)
-	if reply.Text != "Two workers are on it." {
-		t.Fatalf("reply %q", reply.Text)
-	}
-	answered := 0
-	settled := map[string]string{}
-	changes := map[string]protocol.FileChangeEntry{}
-	for answered < 2 || len(settled) < 2 {
-		m := watcher.waitLong("approvals and settlements", func(protocol.Message) bool { return true })
-		switch m := m.(type) {
-		case *protocol.AskRequest, *protocol.ConfirmRequest:
-			var id, question string
-			var allowValue, denyValue string
-			if a, ok := m.(*protocol.AskRequest); ok {
-				id, question = a.ID, a.Question
-				for _, c := range a.Choices {
-					if c.Description == "allow_once" && allowValue == "" {
-						allowValue = c.Value
-					}
-					if c.Description == "reject" && denyValue == "" {
-						denyValue = c.Value
-					}
-				}
-			} else {
-				c := m.(*protocol.ConfirmRequest)
-				id, question = c.ID, c.Summary
-			}
-			allow := strings.Contains(question, "hello.txt")
-			if !allow && !strings.Contains(question, "bye.txt") {
-				t.Fatalf("unexpected request %q", question)
-			}
-			if allowValue == "" && denyValue == "" {
-				op.Send(&protocol.ConfirmResponse{ID: id, Approve: allow})
-			} else if allow {
-				op.Send(&protocol.AskResponse{ID: id, Text: allowValue})
-			} else {
-				op.Send(&protocol.AskResponse{ID: id, Text: denyValue})
-			}
-			answered++
-		case *protocol.FileChange:
-			for _, c := range m.Changes {
-				changes[c.Path] = c
-			}
-		case *protocol.HubEvent:
-			if m.Kind == protocol.HubCompleted || m.Kind == protocol.HubFailed {
-				settled[m.From] = m.Kind
-			}
-		}
-	}
-	if _, ok := changes["hello.txt"]; !ok {
-		t.Fatalf("no fileChange for the allowed command: %+v", changes)
-	}
-	if _, ok := changes["bye.txt"]; ok {
-		t.Fatalf("the denied command changed a file: %+v", changes)
-	}
-	fs := watcher.waitLong("token counts", func(m protocol.Message) bool {
-		fs, ok := m.(*protocol.FleetState)
-		return ok && fs.WorkerStatusCounts != nil && fs.WorkerStatusCounts.Completed+fs.WorkerStatusCounts.Failed == 2 && !fs.Coordinator.IsProcessing
-	}).(*protocol.FleetState)
-	// Exactly what the endpoint reported, each request once.
-	in, out := answeredUsage(script, ae.mock.Requests())
-	if *fs.Tokens.InputTokens != in || *fs.Tokens.OutputTokens != out || in < 960+410 {
-		t.Fatalf("session tokens %d/%d, the endpoint reported %d/%d", *fs.Tokens.InputTokens, *fs.Tokens.OutputTokens, in, out)
-	}
-	d.stop()
-}
-
 // answeredUsage sums the usage the endpoint reported in its answers.
 func answeredUsage(script modelmock.Script, reqs []modelmock.Request) (in, out int64) {
 	for _, r := range reqs {
@@ -790,89 +696,6 @@ func spawnTellCancelResume(t *testing.T, name string, script modelmock.Script) {
 	d2.stop()
 }
 
-// The coordinator scenario with the real Copilot CLI (copilot --acp, BYOK):
-// two workers spawned through the fleet's MCP tools, one file created and
-// one command, their permission prompts allowed and denied by a second
-// console, the tokens exactly what the endpoint reported.
-func TestCopilotCoordinatorSpawnsWorkersAndRelaysPermissions(t *testing.T) {
-	u := func(in, out int64) modelmock.Usage { return modelmock.Usage{Input: in, Output: out} }
-	script := modelmock.Script{Rules: []modelmock.Rule{
-		{Name: "coordinator", Match: "Add a greeting and a farewell", Turns: []modelmock.Turn{
-			{Usage: u(300, 30), ToolCalls: []modelmock.ToolCall{{Name: "fleet-spawn_worker", Input: map[string]any{"task": "worker-a: create hello.txt"}}}},
-			{Usage: u(320, 25), ToolCalls: []modelmock.ToolCall{{Name: "fleet-spawn_worker", Input: map[string]any{"task": "worker-b: create bye.txt"}}}},
-			{Text: "Two workers are on it.", Usage: u(340, 20)},
-		}},
-		{Name: "a", Match: "worker-a:", Turns: []modelmock.Turn{
-			{Usage: u(200, 15), ToolCalls: []modelmock.ToolCall{{Name: "bash", Input: map[string]any{"command": "echo hello > hello.txt", "description": "write hello.txt"}}}},
-			{Text: "Wrote hello.txt.", Usage: u(210, 5)},
-		}},
-		{Name: "b", Match: "worker-b:", Turns: []modelmock.Turn{
-			{Usage: u(200, 15), ToolCalls: []modelmock.ToolCall{{Name: "bash", Input: map[string]any{"command": "echo bye > bye.txt", "description": "write bye.txt"}}}},
-			{Text: "Done with bye.txt.", Usage: u(210, 5)},
-		}},
-	}}
-	ae := newAgentEnv(t, "copilot", script)
-	d := ae.start("--control-socket", "--provider", "copilot", "--workers", "2")
-	watcher := watch(t, d.dial(protocol.ClientOther, "watcher"))
-	op := d.dial(protocol.ClientOther, "op")
-	watcher.waitFor("replayEnd", isType(protocol.TypeReplayEnd))
-	op.Send(&protocol.Prompt{Text: "Add a greeting and a farewell to the repo"})
-	reply := watcher.waitLong("the coordinator's reply", isType(protocol.TypeReply)).(*protocol.Reply)
-	if reply.Text != "Two workers are on it." {
-		t.Fatalf("reply %q", reply.Text)
-	}
-	answered := 0
-	settled := map[string]string{}
-	changes := map[string]protocol.FileChangeEntry{}
-	for answered < 2 || len(settled) < 2 {
-		m := watcher.waitLong("permissions and settlements", func(protocol.Message) bool { return true })
-		switch m := m.(type) {
-		case *protocol.AskRequest:
-			allow := strings.Contains(m.Question, "hello.txt")
-			if !allow && !strings.Contains(m.Question, "bye.txt") {
-				t.Fatalf("unexpected request %q", m.Question)
-			}
-			want := "reject"
-			if allow {
-				want = "allow_once"
-			}
-			for _, c := range m.Choices {
-				if c.Description == want {
-					op.Send(&protocol.AskResponse{ID: m.ID, Text: c.Value})
-					break
-				}
-			}
-			answered++
-		case *protocol.ConfirmRequest:
-			op.Send(&protocol.ConfirmResponse{ID: m.ID, Approve: strings.Contains(m.Summary, "hello.txt")})
-			answered++
-		case *protocol.FileChange:
-			for _, c := range m.Changes {
-				changes[c.Path] = c
-			}
-		case *protocol.HubEvent:
-			if m.Kind == protocol.HubCompleted || m.Kind == protocol.HubFailed {
-				settled[m.From] = m.Kind
-			}
-		}
-	}
-	if _, ok := changes["hello.txt"]; !ok {
-		t.Fatalf("no fileChange for the allowed command: %+v", changes)
-	}
-	if _, ok := changes["bye.txt"]; ok {
-		t.Fatalf("the denied command changed a file: %+v", changes)
-	}
-	fs := watcher.waitLong("token counts", func(m protocol.Message) bool {
-		fs, ok := m.(*protocol.FleetState)
-		return ok && fs.WorkerStatusCounts != nil && fs.WorkerStatusCounts.Completed+fs.WorkerStatusCounts.Failed == 2 && !fs.Coordinator.IsProcessing
-	}).(*protocol.FleetState)
-	in, out := answeredUsage(script, ae.mock.Requests())
-	if *fs.Tokens.InputTokens != in || *fs.Tokens.OutputTokens != out || in < 960+410 {
-		t.Fatalf("session tokens %d/%d, the endpoint reported %d/%d", *fs.Tokens.InputTokens, *fs.Tokens.OutputTokens, in, out)
-	}
-	d.stop()
-}
-
 // In a native session, an agent's tool request that the confirm policy
 // names (here `git push`) waits for a native approve or deny pinned to
 // that very request (a reservation <task>.p1 whose evidence hash covers
@@ -929,4 +752,115 @@ func TestClaudeNativeSessionApprovesToolRequests(t *testing.T) {
 			d.stop()
 		})
 	}
+}
+
+// The coordinator scenario with the real Codex CLI (codex app-server): the
+// coordinator spawns two workers through the fleet's MCP tools, each runs
+// a command that needs approval, a second console allows one and denies
+// the other, and the tokens are what the endpoint reported.
+func TestCodexCoordinatorSpawnsWorkersAndRelaysApprovals(t *testing.T) {
+	coordinatorAllowsOneDeniesOther(t, "codex", "mcp__fleet__spawn_worker", func(cmd string) modelmock.ToolCall {
+		return modelmock.ToolCall{Name: "exec_command", Input: map[string]any{"cmd": cmd}}
+	})
+}
+
+// The same with the real Copilot CLI (copilot --acp, BYOK).
+func TestCopilotCoordinatorSpawnsWorkersAndRelaysPermissions(t *testing.T) {
+	coordinatorAllowsOneDeniesOther(t, "copilot", "fleet-spawn_worker", func(cmd string) modelmock.ToolCall {
+		return modelmock.ToolCall{Name: "bash", Input: map[string]any{"command": cmd, "description": "write a file"}}
+	})
+}
+
+// coordinatorAllowsOneDeniesOther: a prompt to the coordinator spawns two
+// workers (spawnTool is how the CLI names the fleet's spawn_worker); worker
+// a runs a command writing hello.txt, which a second console allows,
+// worker b one writing bye.txt, which it denies.
+func coordinatorAllowsOneDeniesOther(t *testing.T, name, spawnTool string, command func(string) modelmock.ToolCall) {
+	u := func(in, out int64) modelmock.Usage { return modelmock.Usage{Input: in, Output: out} }
+	script := modelmock.Script{Rules: []modelmock.Rule{
+		{Name: "coordinator", Match: "Add a greeting and a farewell", Turns: []modelmock.Turn{
+			{Usage: u(300, 30), ToolCalls: []modelmock.ToolCall{{Name: spawnTool, Input: map[string]any{"task": "worker-a: create hello.txt"}}}},
+			{Usage: u(320, 25), ToolCalls: []modelmock.ToolCall{{Name: spawnTool, Input: map[string]any{"task": "worker-b: create bye.txt"}}}},
+			{Text: "Two workers are on it.", Usage: u(340, 20)},
+		}},
+		{Name: "a", Match: "worker-a:", Turns: []modelmock.Turn{
+			{Usage: u(200, 15), ToolCalls: []modelmock.ToolCall{command("echo hello > hello.txt")}},
+			{Text: "Wrote hello.txt.", Usage: u(210, 5)},
+		}},
+		{Name: "b", Match: "worker-b:", Turns: []modelmock.Turn{
+			{Usage: u(200, 15), ToolCalls: []modelmock.ToolCall{command("echo bye > bye.txt")}},
+			{Text: "Done with bye.txt.", Usage: u(210, 5)},
+		}},
+	}}
+	ae := newAgentEnv(t, name, script)
+	d := ae.start("--control-socket", "--provider", name, "--workers", "2")
+	watcher := watch(t, d.dial(protocol.ClientOther, "watcher"))
+	op := d.dial(protocol.ClientOther, "op")
+	watcher.waitFor("replayEnd", isType(protocol.TypeReplayEnd))
+	op.Send(&protocol.Prompt{Text: "Add a greeting and a farewell to the repo"})
+	reply := watcher.waitLong("the coordinator's reply", isType(protocol.TypeReply)).(*protocol.Reply)
+	if reply.Text != "Two workers are on it." {
+		t.Fatalf("reply %q", reply.Text)
+	}
+	answered := 0
+	settled := map[string]string{}
+	changes := map[string]protocol.FileChangeEntry{}
+	for answered < 2 || len(settled) < 2 {
+		m := watcher.waitLong("approvals and settlements", func(protocol.Message) bool { return true })
+		switch m := m.(type) {
+		case *protocol.AskRequest, *protocol.ConfirmRequest:
+			var id, question string
+			var allowValue, denyValue string
+			if a, ok := m.(*protocol.AskRequest); ok {
+				id, question = a.ID, a.Question
+				for _, c := range a.Choices {
+					if c.Description == "allow_once" && allowValue == "" {
+						allowValue = c.Value
+					}
+					if c.Description == "reject" && denyValue == "" {
+						denyValue = c.Value
+					}
+				}
+			} else {
+				c := m.(*protocol.ConfirmRequest)
+				id, question = c.ID, c.Summary
+			}
+			allow := strings.Contains(question, "hello.txt")
+			if !allow && !strings.Contains(question, "bye.txt") {
+				t.Fatalf("unexpected request %q", question)
+			}
+			if allowValue == "" && denyValue == "" {
+				op.Send(&protocol.ConfirmResponse{ID: id, Approve: allow})
+			} else if allow {
+				op.Send(&protocol.AskResponse{ID: id, Text: allowValue})
+			} else {
+				op.Send(&protocol.AskResponse{ID: id, Text: denyValue})
+			}
+			answered++
+		case *protocol.FileChange:
+			for _, c := range m.Changes {
+				changes[c.Path] = c
+			}
+		case *protocol.HubEvent:
+			if m.Kind == protocol.HubCompleted || m.Kind == protocol.HubFailed {
+				settled[m.From] = m.Kind
+			}
+		}
+	}
+	if _, ok := changes["hello.txt"]; !ok {
+		t.Fatalf("no fileChange for the allowed command: %+v", changes)
+	}
+	if _, ok := changes["bye.txt"]; ok {
+		t.Fatalf("the denied command changed a file: %+v", changes)
+	}
+	fs := watcher.waitLong("token counts", func(m protocol.Message) bool {
+		fs, ok := m.(*protocol.FleetState)
+		return ok && fs.WorkerStatusCounts != nil && fs.WorkerStatusCounts.Completed+fs.WorkerStatusCounts.Failed == 2 && !fs.Coordinator.IsProcessing
+	}).(*protocol.FleetState)
+	// Exactly what the endpoint reported, each request once.
+	in, out := answeredUsage(script, ae.mock.Requests())
+	if *fs.Tokens.InputTokens != in || *fs.Tokens.OutputTokens != out || in < 960+410 {
+		t.Fatalf("session tokens %d/%d, the endpoint reported %d/%d", *fs.Tokens.InputTokens, *fs.Tokens.OutputTokens, in, out)
+	}
+	d.stop()
 }

@@ -10,7 +10,7 @@ import (
 
 func TestLineReader(t *testing.T) {
 	long := strings.Repeat("x", 200<<10)
-	in := "a\n\n" + long + "\r\nlast"
+	in := "a\r\n\n" + long + "\r\nlast"
 	lr := NewLineReader(strings.NewReader(in), 1<<20)
 	var got []string
 	for {

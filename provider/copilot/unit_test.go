@@ -3,7 +3,6 @@ package copilot
 import (
 	"context"
 	"errors"
-	"io"
 	"os"
 	"path/filepath"
 	"slices"
@@ -12,30 +11,6 @@ import (
 
 	"github.com/agents-fleet/fleet/provider"
 )
-
-func TestLineReader(t *testing.T) {
-	long := strings.Repeat("x", 200<<10)
-	in := "a\r\n\n" + long + "\nlast"
-	lr := newLineReader(strings.NewReader(in), 256<<10)
-	var got []string
-	for {
-		l, err := lr.Next()
-		if err == io.EOF {
-			break
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-		got = append(got, string(l))
-	}
-	if want := []string{"a", "", long, "last"}; !slices.Equal(got, want) {
-		t.Errorf("lines %q", got)
-	}
-	lr = newLineReader(strings.NewReader(strings.Repeat("y", 300<<10)+"\nnext\n"), 256<<10)
-	if _, err := lr.Next(); !errors.Is(err, errLineTooLong) {
-		t.Errorf("over the cap: %v", err)
-	}
-}
 
 // updateLineFor is a session/update line as the CLI prints it.
 func updateLineFor(update string) []byte {
