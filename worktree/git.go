@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"regexp"
@@ -126,22 +127,136 @@ func gitEnv() []string {
 // context bounds it. A failure is a *GitError; a cancelled or expired
 // context is reported as such (wrapping ctx.Err()).
 func runGit(ctx context.Context, dir string, args ...string) ([]byte, error) {
+	return runGitWith(ctx, dir, gitRun{}, args...)
+}
+
+// gitRun is what an invocation needs beyond runGit's defaults.
+type gitRun struct {
+	env    []string  // extra variables, taking precedence over gitEnv's
+	stdin  io.Reader // nil: no input
+	stdout io.Writer // when set, stdout streams there and runGitWith returns none of it
+	max    int       // with stdout unset and max > 0, more than max bytes of output is errTooMuchOutput
+}
+
+// errTooMuchOutput: git wrote more than the caller can hold.
+var errTooMuchOutput = errors.New("git output exceeds the limit")
+
+// runGitWith is runGit with extra environment, input, a streaming output
+// or an output bound.
+func runGitWith(ctx context.Context, dir string, r gitRun, args ...string) ([]byte, error) {
 	cmd := exec.CommandContext(ctx, "git", args...)
 	cmd.Dir = dir
-	cmd.Env = gitEnv()
+	cmd.Env = append(gitEnv(), r.env...)
 	cmd.WaitDelay = waitDelay
+	cmd.Stdin = r.stdin
 	var stdout bytes.Buffer
+	var limit *limitWriter
+	switch {
+	case r.stdout != nil:
+		cmd.Stdout = r.stdout
+	case r.max > 0:
+		limit = &limitWriter{w: &stdout, n: r.max}
+		cmd.Stdout = limit
+	default:
+		cmd.Stdout = &stdout
+	}
 	stderr := &cappedBuffer{max: maxStderr}
-	cmd.Stdout = &stdout
 	cmd.Stderr = stderr
-	if err := cmd.Run(); err != nil {
-		if ctxErr := ctx.Err(); ctxErr != nil {
-			return nil, fmt.Errorf("git %s: %w", strings.Join(args, " "), ctxErr)
-		}
+	err := cmd.Run()
+	if ctxErr := ctx.Err(); err != nil && ctxErr != nil {
+		return nil, fmt.Errorf("git %s: %w", strings.Join(args, " "), ctxErr)
+	}
+	if limit != nil && limit.over {
+		// The closed pipe may have killed git; either way the output is incomplete.
+		return nil, fmt.Errorf("git %s: %w (%d bytes)", strings.Join(args, " "), errTooMuchOutput, r.max)
+	}
+	if err != nil {
 		return stdout.Bytes(), &GitError{Args: args, Stderr: stderr.String(), Err: err}
 	}
 	return stdout.Bytes(), nil
 }
+
+// limitWriter passes on at most n bytes, then fails every write.
+type limitWriter struct {
+	w    io.Writer
+	n    int
+	over bool
+}
+
+func (l *limitWriter) Write(p []byte) (int, error) {
+	if len(p) > l.n {
+		l.over = true
+		return 0, errTooMuchOutput
+	}
+	l.n -= len(p)
+	return l.w.Write(p)
+}
+
+// fieldWriter splits a stream into fields ended by sep and hands each to fn
+// as it completes, so long output is parsed in constant memory. A field
+// longer than max is an error. Call flush after the stream ends for a last
+// field without a separator.
+type fieldWriter struct {
+	sep byte
+	max int
+	fn  func(field string) error
+	buf []byte
+	err error
+}
+
+func (f *fieldWriter) Write(p []byte) (int, error) {
+	if f.err != nil {
+		return 0, f.err
+	}
+	n := len(p)
+	for len(p) > 0 {
+		i := bytes.IndexByte(p, f.sep)
+		if i < 0 {
+			f.buf = append(f.buf, p...)
+			if len(f.buf) > f.max {
+				f.err = fmt.Errorf("git output field over %d bytes", f.max)
+				return 0, f.err
+			}
+			return n, nil
+		}
+		f.buf = append(f.buf, p[:i]...)
+		p = p[i+1:]
+		if len(f.buf) > f.max {
+			f.err = fmt.Errorf("git output field over %d bytes", f.max)
+			return 0, f.err
+		}
+		if err := f.fn(string(f.buf)); err != nil {
+			f.err = err
+			return 0, err
+		}
+		f.buf = f.buf[:0]
+	}
+	return n, nil
+}
+
+// flush hands on a last unterminated field and returns the first error.
+func (f *fieldWriter) flush() error {
+	if f.err == nil && len(f.buf) > 0 {
+		f.err = f.fn(string(f.buf))
+		f.buf = nil
+	}
+	return f.err
+}
+
+// gitFields runs git and hands each sep-ended field of its stdout to fn.
+// A failure of fn or of the parse wins over git's own exit, which a closed
+// pipe caused.
+func gitFields(ctx context.Context, dir string, sep byte, fn func(string) error, args ...string) error {
+	fw := &fieldWriter{sep: sep, max: maxField, fn: fn}
+	_, err := runGitWith(ctx, dir, gitRun{stdout: fw}, args...)
+	if ferr := fw.flush(); ferr != nil && ctx.Err() == nil {
+		return fmt.Errorf("git %s: %w", strings.Join(args, " "), ferr)
+	}
+	return err
+}
+
+// maxField bounds one record of git output (a path, a status line).
+const maxField = 64 << 10
 
 // gitLine runs git and returns its stdout trimmed of surrounding space.
 func gitLine(ctx context.Context, dir string, args ...string) (string, error) {

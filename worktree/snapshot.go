@@ -39,7 +39,7 @@ type Change struct {
 // Snapshot is the state of a work tree's changed files: every path git
 // status reports (tracked and changed, staged, or untracked; never ignored)
 // with the content it had. Clean paths are not in it: their content is
-// HEAD's. Take one before and one after each command and Diff them.
+// HEAD's. Take one before and one after each command and DiffSnapshots them.
 //
 // Content is hashed, never judged by size or mtime, so a file rewritten
 // within the same second with the same size is still seen to change.
@@ -325,7 +325,7 @@ func objectID(idLen int, content []byte) string {
 	return hex.EncodeToString(h.Sum(nil))
 }
 
-// Diff returns what changed between two snapshots of the same work tree,
+// DiffSnapshots returns what changed between two snapshots of the same work tree,
 // sorted by path. Each path either snapshot holds is compared as it was
 // before and after: a path a snapshot does not hold had HEAD's content.
 //
@@ -341,19 +341,19 @@ func objectID(idLen int, content []byte) string {
 // Ignored files are never reported; neither are files inside an untracked
 // nested repository or a submodule (the submodule itself is one path).
 //
-// Diff assumes HEAD did not move between the snapshots. When the command
+// DiffSnapshots assumes HEAD did not move between the snapshots. When the command
 // may have committed, checked out or reset, use Changes.
-func Diff(before, after Snapshot) []Change {
+func DiffSnapshots(before, after Snapshot) []Change {
 	return diff(before, after, nil, nil)
 }
 
-// Changes is Diff that also sees through HEAD moving between the
+// Changes is DiffSnapshots that also sees through HEAD moving between the
 // snapshots (a commit, checkout, reset or rebase by the command): files
 // changed and committed within the command are reported, and files only
-// committed are not. When HEAD did not move it is Diff and runs nothing.
+// committed are not. When HEAD did not move it is DiffSnapshots and runs nothing.
 func Changes(ctx context.Context, before, after Snapshot) ([]Change, error) {
 	if before.head == after.head {
-		return Diff(before, after), nil
+		return DiffSnapshots(before, after), nil
 	}
 	if before.dir != after.dir {
 		return nil, fmt.Errorf("changes: snapshots of different work trees: %s and %s", before.dir, after.dir)
@@ -433,7 +433,7 @@ func diff(before, after Snapshot, moved map[string]treeChange, reread func(strin
 		case isMoved:
 			bv = m.old
 		default:
-			bv = ea.headVersion() // same in both HEADs, or Diff's assumption
+			bv = ea.headVersion() // same in both HEADs, as DiffSnapshots assumes
 		}
 		switch {
 		case inA:

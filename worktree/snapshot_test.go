@@ -28,7 +28,7 @@ func around(t *testing.T, dir string, f func()) (diff, changes []Change) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return Diff(before, after), changes
+	return DiffSnapshots(before, after), changes
 }
 
 func TestDiff(t *testing.T) {
@@ -333,7 +333,7 @@ func TestSnapshotInWorktreeAndSubdir(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got, want := Diff(before, after), []Change{{"sub/b.txt", Edited}}; !slices.Equal(got, want) {
+	if got, want := DiffSnapshots(before, after), []Change{{"sub/b.txt", Edited}}; !slices.Equal(got, want) {
 		t.Errorf("Diff = %v, want %v", got, want)
 	}
 }

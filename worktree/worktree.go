@@ -10,12 +10,14 @@
 // at when the Manager was opened: uncommitted changes of the main work tree
 // are not copied (Dirty says there were some), submodules are checked out,
 // ignored files are not there. Finished workers' worktrees stay for review;
-// Remove and Prune never drop uncommitted work or unmerged commits without
-// force.
+// Remove and Prune never drop uncommitted work without Force, nor a branch
+// whose work is not landed elsewhere without DeleteBranch.
 //
-// TakeSnapshot and Diff (or Changes, when a command may commit) turn a
-// command's effect on a work tree into created/edited/deleted files; see
-// snapshot.go and docs/worktrees.md.
+// TakeSnapshot and DiffSnapshots (or Changes, when a command may commit)
+// turn a command's effect on a work tree into created/edited/deleted files;
+// see snapshot.go. ReadState tells what a worker's branch holds against its
+// base, and Merge, Apply, CommitAll and Push land it; see state.go,
+// land.go and docs/worktrees.md.
 //
 // Everything shells out to git (2.36 or later, for `worktree list -z`) with
 // the caller's context, GIT_TERMINAL_PROMPT=0, LC_ALL=C and without the
@@ -23,7 +25,7 @@
 package worktree
 
 import (
-	"bytes"
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -46,9 +48,14 @@ var (
 	ErrDirty = errors.New("refusing to remove a worktree with uncommitted changes")
 	// ErrExists: the worktree path exists and is not this worker's worktree.
 	ErrExists = errors.New("worktree path exists and is not this worker's worktree")
-	// ErrUnmerged: refusing to delete a worker branch whose commits are on no
-	// other branch, tag or remote-tracking ref (they would be lost).
+	// ErrUnmerged: refusing to delete a worker branch whose work is not
+	// landed: it has commits on no other branch, tag or remote-tracking ref,
+	// that Merge did not land and that are not patch-equivalent to commits
+	// of its base branch (they would be lost).
 	ErrUnmerged = errors.New("refusing to delete a branch with commits on no other branch")
+	// ErrRunning: refusing to remove the worktree of a fleet worker that is
+	// running (MarkRunning), even when forced.
+	ErrRunning = errors.New("refusing to remove the worktree of a running fleet worker")
 )
 
 // gitAttempts is how often a mutating git command is tried when it loses a
@@ -63,7 +70,9 @@ type Manager struct {
 	root    string // <fleetHome>/worktrees/<session>, symlinks resolved
 	session string
 	head    string // HEAD at Open; "" for an unborn branch
+	branch  string // the branch HEAD was on at Open; "" when detached
 	dirty   bool
+	cfgMu   sync.Mutex // serialises this manager's config writes, which contend for config.lock
 
 	mu    sync.Mutex             // guards locks
 	locks map[string]*sync.Mutex // per worker; entries are never removed (one per worker name)
@@ -74,8 +83,11 @@ type Worktree struct {
 	Worker     string
 	Path       string // absolute
 	Branch     string // short name: fleet/<session>/<worker>
-	BaseCommit string // the commit it started from
-	Resumed    bool   // it already existed (a resumed session or a repeated Create)
+	BaseCommit string // the commit it started from (its recorded fleetStart, for an existing branch)
+	// BaseBranch is the branch it started from and lands in by default: as
+	// recorded in branch.<branch>.fleetBase, else the manager's BaseBranch.
+	BaseBranch string
+	Resumed    bool // it already existed (a resumed session or a repeated Create)
 	Warnings   []string
 }
 
@@ -107,6 +119,10 @@ func Open(ctx context.Context, dir, root, session string) (*Manager, error) {
 	if err != nil {
 		return nil, fmt.Errorf("open worktrees: %w", err)
 	}
+	base, err := currentBranch(ctx, repo)
+	if err != nil {
+		return nil, fmt.Errorf("open worktrees: %w", err)
+	}
 	dirty, err := isDirty(ctx, repo)
 	if err != nil {
 		return nil, fmt.Errorf("open worktrees: %w", err)
@@ -127,6 +143,7 @@ func Open(ctx context.Context, dir, root, session string) (*Manager, error) {
 		root:    root,
 		session: session,
 		head:    head,
+		branch:  base,
 		dirty:   dirty,
 		locks:   make(map[string]*sync.Mutex),
 	}, nil
@@ -142,6 +159,11 @@ func (m *Manager) Root() string { return m.root }
 // Head returns the commit HEAD was at when Open ran, "" if the repository
 // had no commits.
 func (m *Manager) Head() string { return m.head }
+
+// BaseBranch returns the short name of the branch the work tree Open was
+// given had checked out, "" when its HEAD was detached. New worktrees
+// record it as their base branch.
+func (m *Manager) BaseBranch() string { return m.branch }
 
 // Dirty reports whether the main work tree had uncommitted changes or
 // untracked files at Open. Worktrees start from Head without them.
@@ -167,11 +189,14 @@ func (m *Manager) lock(worker string) func() {
 }
 
 // Create makes root/<worker> on a new branch fleet/<session>/<worker> at
-// Head. If that path already is the worker's registered worktree it is
-// returned as is (Resumed). If the branch exists but its worktree directory
-// was deleted, the stale registration is pruned and the branch re-attached.
-// Any other existing path is ErrExists. Submodules are checked out; a
-// failure there is a warning, not an error.
+// Head, recording BaseBranch and Head as the branch's fleetBase and
+// fleetStart in the repository's config. If that path already is the
+// worker's registered worktree it is returned as is (Resumed). If the
+// branch exists but its worktree directory was deleted, the stale
+// registration is pruned and the branch re-attached. An existing branch
+// keeps its recorded metadata; what is missing is recorded as a new branch
+// would have it. Any other existing path is ErrExists. Submodules are
+// checked out; a failure there is a warning, not an error.
 func (m *Manager) Create(ctx context.Context, worker string) (Worktree, error) {
 	if err := ValidWorker(worker); err != nil {
 		return Worktree{}, fmt.Errorf("create worktree: %w", err)
@@ -185,11 +210,19 @@ func (m *Manager) Create(ctx context.Context, worker string) (Worktree, error) {
 	if err := os.MkdirAll(m.root, 0o700); err != nil {
 		return Worktree{}, fmt.Errorf("create worktree for %s: %w", worker, err)
 	}
-	var wt Worktree
+	var (
+		wt    Worktree
+		fresh bool
+	)
 	err := retryLocked(ctx, gitAttempts, func() (err error) {
-		wt, err = m.create(ctx, worker)
+		wt, fresh, err = m.create(ctx, worker)
 		return err
 	})
+	if err == nil {
+		// Outside the retried create: a new branch is new once, even if
+		// recording loses a race for config.lock.
+		err = m.record(ctx, &wt, fresh)
+	}
 	if err != nil {
 		return Worktree{}, fmt.Errorf("create worktree for %s: %w", worker, err)
 	}
@@ -201,51 +234,89 @@ func (m *Manager) Create(ctx context.Context, worker string) (Worktree, error) {
 
 // create is one attempt of Create; the worker's lock must be held. An
 // attempt that loses a lock race leaves either nothing or the branch behind,
-// and the next attempt takes it from there.
-func (m *Manager) create(ctx context.Context, worker string) (Worktree, error) {
+// and the next attempt takes it from there. fresh: it made the branch.
+func (m *Manager) create(ctx context.Context, worker string) (wt Worktree, fresh bool, err error) {
 	path, branch := m.Path(worker), m.Branch(worker)
-	wt := Worktree{Worker: worker, Path: path, Branch: branch}
+	wt = Worktree{Worker: worker, Path: path, Branch: branch}
 	entries, err := listWorktrees(ctx, m.repo)
 	if err != nil {
-		return wt, err
+		return wt, false, err
 	}
 	e := findWorktree(entries, path)
 	if e != nil && !e.prunable && isDir(path) {
 		if e.branch != "refs/heads/"+branch {
-			return wt, fmt.Errorf("%w: %s is a worktree on %s, not on %s", ErrExists, path, e.describe(), branch)
+			return wt, false, fmt.Errorf("%w: %s is a worktree on %s, not on %s", ErrExists, path, e.describe(), branch)
 		}
 		wt.Resumed = true
 		wt.BaseCommit, err = m.base(ctx, branch)
-		return wt, err
+		return wt, false, err
 	}
 	if _, err := os.Lstat(path); err == nil {
-		return wt, fmt.Errorf("%w: %s", ErrExists, path)
+		return wt, false, fmt.Errorf("%w: %s", ErrExists, path)
 	} else if !errors.Is(err, fs.ErrNotExist) {
-		return wt, err
+		return wt, false, err
 	}
 	hasBranch, err := branchExists(ctx, m.repo, branch)
 	if err != nil {
-		return wt, err
+		return wt, false, err
 	}
 	if e != nil || hasBranch {
 		// A registration whose directory is gone blocks `worktree add` of
 		// the path and of the branch; prune clears it.
 		if _, err := runGit(ctx, m.repo, "worktree", "prune"); err != nil {
-			return wt, err
+			return wt, false, err
 		}
 	}
 	if hasBranch {
 		if _, err := runGit(ctx, m.repo, "worktree", "add", path, branch); err != nil {
-			return wt, err
+			return wt, false, err
 		}
 		wt.BaseCommit, err = m.base(ctx, branch)
-		return wt, err
+		return wt, false, err
 	}
 	if _, err := runGit(ctx, m.repo, "worktree", "add", "--no-track", "-b", branch, path, m.head); err != nil {
-		return wt, err
+		return wt, false, err
 	}
 	wt.BaseCommit = m.head
-	return wt, nil
+	return wt, true, nil
+}
+
+// record sets wt.BaseBranch (and, from a recorded start, wt.BaseCommit)
+// and records in the repository's config what the branch lacks: all of it
+// for a fresh branch; for an existing one (made before the fleet recorded
+// metadata, or by a Create interrupted before recording) the manager's base
+// branch and the BaseCommit create found.
+func (m *Manager) record(ctx context.Context, wt *Worktree, fresh bool) error {
+	var meta branchMeta
+	if !fresh {
+		var err error
+		if meta, err = readMeta(ctx, m.repo, wt.Branch); err != nil {
+			return err
+		}
+		if meta.start != "" {
+			start, err := resolveCommit(ctx, m.repo, meta.start)
+			if err != nil {
+				return err
+			}
+			if start != "" {
+				wt.BaseCommit = start
+			}
+		}
+	}
+	wt.BaseBranch = cmp.Or(meta.base, m.branch)
+	m.cfgMu.Lock()
+	defer m.cfgMu.Unlock()
+	if meta.base == "" && m.branch != "" {
+		if err := setConfig(ctx, m.repo, wt.Branch, keyBase, m.branch); err != nil {
+			return err
+		}
+	}
+	if meta.start == "" && wt.BaseCommit != "" {
+		if err := setConfig(ctx, m.repo, wt.Branch, keyStart, wt.BaseCommit); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // base returns where an existing branch started: its merge-base with Head,
@@ -316,69 +387,100 @@ func (m *Manager) List(ctx context.Context) ([]Info, error) {
 	return infos, nil
 }
 
-// Remove removes root/<worker> and its branch. Without force it refuses a
+// RemoveOptions say what Remove may throw away.
+type RemoveOptions struct {
+	// Force removes the worktree even with uncommitted changes or untracked
+	// files (they are lost), and even when its branch is not landed, which
+	// is then kept with its commits.
+	Force bool
+	// DeleteBranch, with Force, deletes an unlanded branch too: its commits
+	// are lost. Without Force it changes nothing, as a landed branch is
+	// deleted anyway and an unlanded one refused.
+	DeleteBranch bool
+}
+
+// Remove removes root/<worker> and its branch. Without Force it refuses a
 // dirty worktree (ErrDirty: uncommitted changes or untracked files; ignored
-// files go with it) and a branch whose commits are on no other branch, tag
-// or remote-tracking ref (ErrUnmerged). Nothing is removed when it refuses.
-// A worker with neither worktree nor branch is fs.ErrNotExist.
-func (m *Manager) Remove(ctx context.Context, worker string, force bool) error {
+// files go with it) and a branch whose work is not landed (ErrUnmerged; see
+// landed), and removes nothing then. With Force the worktree goes whatever
+// it holds, and the branch only when landed or DeleteBranch is set. A
+// worktree whose directory was deleted or moved by hand loses its
+// registration only; the branch follows the same rules. A worker with
+// neither worktree nor branch is fs.ErrNotExist.
+func (m *Manager) Remove(ctx context.Context, worker string, o RemoveOptions) error {
 	if err := ValidWorker(worker); err != nil {
 		return fmt.Errorf("remove worktree: %w", err)
 	}
 	defer m.lock(worker)()
-	if err := removeWorktree(ctx, m.repo, m.Path(worker), m.Branch(worker), force); err != nil {
+	if _, err := removeWorktree(ctx, m.repo, m.Path(worker), m.Branch(worker), m.branch, o); err != nil {
 		return fmt.Errorf("remove worktree %s: %w", worker, err)
 	}
 	return nil
 }
 
 // removeWorktree removes the worktree at path (if registered in repo) and
-// branch (if it exists), checking first, unless force, that neither holds
-// work that would be lost.
-func removeWorktree(ctx context.Context, repo, path, branch string, force bool) error {
+// branch (if it exists), checking first, unless o.Force, that neither holds
+// work that would be lost. base is the base branch to assume when the
+// branch records none. kept: the branch stays, unlanded, because only the
+// worktree was forced.
+func removeWorktree(ctx context.Context, repo, path, branch, base string, o RemoveOptions) (kept bool, err error) {
 	entries, err := listWorktrees(ctx, repo)
 	if err != nil {
-		return err
+		return false, err
 	}
 	e := findWorktree(entries, path)
 	if e == nil {
 		if _, err := os.Lstat(path); err == nil {
-			return fmt.Errorf("%w: %s is not a worktree of %s", ErrExists, path, repo)
+			return false, fmt.Errorf("%w: %s is not a worktree of %s", ErrExists, path, repo)
 		}
 	}
 	hasBranch, err := branchExists(ctx, repo, branch)
 	if err != nil {
-		return err
+		return false, err
 	}
 	if e == nil && !hasBranch {
-		return fmt.Errorf("%s: %w", path, fs.ErrNotExist)
+		return false, fmt.Errorf("%s: %w", path, fs.ErrNotExist)
 	}
-	if !force {
-		if e != nil && !e.prunable && isDir(path) {
-			dirty, err := isDirty(ctx, path)
-			if err != nil {
-				return err
-			}
-			if dirty {
-				return fmt.Errorf("%w: %s", ErrDirty, path)
+	present := e != nil && !e.prunable && isDir(path)
+	if present && e.locked {
+		// A running fleet worker's worktree is never removed, forced or not.
+		if reason, locked, err := lockReason(ctx, path); err == nil && locked && liveRunningMark(reason) {
+			return false, fmt.Errorf("%w: %s (%s)", ErrRunning, path, reason)
+		}
+	}
+	if present {
+		dirty, err := isDirty(ctx, path)
+		if err != nil {
+			return false, err
+		}
+		switch {
+		case dirty && !o.Force:
+			return false, fmt.Errorf("%w: %s", ErrDirty, path)
+		case dirty && hasBranch && !o.DeleteBranch:
+			// Forced, but the branch stays: it keeps the uncommitted work
+			// too, so only --delete-branch loses anything.
+			if _, err := CommitAll(ctx, path, "Uncommitted work saved when its worktree was removed\n\nFleet-Branch: "+branch+"\n"); err != nil {
+				return false, fmt.Errorf("save the uncommitted work of %s on %s before removing it: %w", path, branch, err)
 			}
 		}
-		if hasBranch {
-			lost, err := unmerged(ctx, repo, branch)
-			if err != nil {
-				return err
-			}
-			if lost {
-				return fmt.Errorf("%w: %s", ErrUnmerged, branch)
-			}
+	}
+	isLanded := true
+	if hasBranch {
+		if isLanded, err = landed(ctx, repo, branch, base); err != nil {
+			return false, err
+		}
+		if !isLanded && !o.Force {
+			return false, fmt.Errorf("%w: %s (merge it, or force to remove only the worktree and keep the branch)", ErrUnmerged, branch)
 		}
 	}
 	if e != nil {
 		// --force because we checked cleanliness ourselves, and because git
 		// refuses to remove a worktree with submodules without it. A locked
-		// worktree needs it twice, which only the caller's force gives.
+		// worktree needs it twice, which only the caller's force gives. A
+		// directory that is gone (deleted or moved by hand) loses only its
+		// registration: git deletes nothing that is not at the path.
 		args := []string{"worktree", "remove", "--force"}
-		if force && e.locked {
+		if o.Force && e.locked {
 			args = append(args, "--force")
 		}
 		args = append(args, path)
@@ -386,28 +488,44 @@ func removeWorktree(ctx context.Context, repo, path, branch string, force bool) 
 			_, err := runGit(ctx, repo, args...)
 			return err
 		}); err != nil {
-			return err
+			return false, err
 		}
+	}
+	if hasBranch && o.Force && !o.DeleteBranch {
+		return !isLanded, nil // forced: only the worktree goes
 	}
 	if hasBranch {
 		if err := retryLocked(ctx, gitAttempts, func() error {
 			_, err := runGit(ctx, repo, "branch", "-D", branch)
 			return err
 		}); err != nil {
-			return err
+			return false, err
 		}
 	}
-	return nil
+	return false, nil
+}
+
+// PruneOptions say what Prune removes.
+type PruneOptions struct {
+	Force        bool   // as RemoveOptions.Force
+	DeleteBranch bool   // as RemoveOptions.DeleteBranch
+	Session      string // only this session's worktrees when set
 }
 
 // Prune removes every fleet worktree under fleetWorktrees
 // (<fleetHome>/worktrees/<session>/<worker>) that belongs to the repository
-// containing dir, across sessions, with its branch. Without force it skips
-// dirty ones and ones whose branch has unmerged commits. removed lists the
-// worktree paths removed; skipped lists "<path>: <reason>". Do not prune
-// while a fleet is running on the repository: its idle workers' clean
-// worktrees would go too.
-func Prune(ctx context.Context, dir, fleetWorktrees string, force bool) (removed, skipped []string, err error) {
+// containing dir, across sessions (or of o.Session only), by Remove's
+// rules, with its branch. Without Force it skips dirty ones and ones whose
+// branch is not landed. removed lists the worktree paths removed, with
+// "(branch <b> kept ...)" when Force removed only the worktree; skipped
+// lists "<path>: <reason>". Do not prune while a fleet is running on the
+// repository: its idle workers' clean worktrees would go too.
+func Prune(ctx context.Context, dir, fleetWorktrees string, o PruneOptions) (removed, skipped []string, err error) {
+	if o.Session != "" {
+		if err := ValidSession(o.Session); err != nil {
+			return nil, nil, fmt.Errorf("prune worktrees: %w", err)
+		}
+	}
 	repo, err := toplevel(ctx, dir)
 	if err != nil {
 		return nil, nil, err
@@ -428,6 +546,7 @@ func Prune(ctx context.Context, dir, fleetWorktrees string, force bool) (removed
 		return nil, nil, fmt.Errorf("prune worktrees: %w", err)
 	}
 	sessions := map[string]bool{}
+	ro := RemoveOptions{Force: o.Force, DeleteBranch: o.DeleteBranch}
 	for _, e := range entries {
 		rel, err := filepath.Rel(fw, e.path)
 		if err != nil {
@@ -437,19 +556,29 @@ func Prune(ctx context.Context, dir, fleetWorktrees string, force bool) (removed
 		if !ok || ValidSession(session) != nil || ValidWorker(worker) != nil {
 			continue
 		}
+		if o.Session != "" && session != o.Session {
+			continue
+		}
 		sessions[session] = true
 		if e.path == repo {
 			skipped = append(skipped, e.path+": it is the work tree prune runs in")
 			continue
 		}
-		err = removeWorktree(ctx, repo, e.path, "fleet/"+session+"/"+worker, force)
+		branch := "fleet/" + session + "/" + worker
+		kept, err := removeWorktree(ctx, repo, e.path, branch, "", ro)
 		switch {
+		case err == nil && kept:
+			removed = append(removed, e.path+" (branch "+branch+" kept with its work: it is on no other branch)")
+		case err == nil && o.Force && !o.DeleteBranch:
+			removed = append(removed, e.path+" (branch "+branch+" kept)")
 		case err == nil:
 			removed = append(removed, e.path)
 		case errors.Is(err, ErrDirty):
-			skipped = append(skipped, e.path+": uncommitted changes")
+			skipped = append(skipped, e.path+": uncommitted changes (--force saves them on branch "+branch+" and removes the worktree)")
+		case errors.Is(err, ErrRunning):
+			skipped = append(skipped, e.path+": a running fleet worker uses it")
 		case errors.Is(err, ErrUnmerged):
-			skipped = append(skipped, e.path+": branch fleet/"+session+"/"+worker+" has commits on no other branch")
+			skipped = append(skipped, e.path+": branch "+branch+" has commits on no other branch (merge them, or --force keeps the branch and removes only the worktree)")
 		case ctx.Err() != nil:
 			return removed, skipped, fmt.Errorf("prune worktrees: %w", err)
 		default:
@@ -498,6 +627,16 @@ func resolveCommit(ctx context.Context, dir, rev string) (string, error) {
 	return out, nil
 }
 
+// currentBranch returns the short name of the branch checked out in the
+// work tree at dir, "" when HEAD is detached.
+func currentBranch(ctx context.Context, dir string) (string, error) {
+	out, err := gitLine(ctx, dir, "symbolic-ref", "--quiet", "--short", "HEAD")
+	if err != nil && exitCode(err) == 1 && ctx.Err() == nil {
+		return "", nil
+	}
+	return out, err
+}
+
 func branchExists(ctx context.Context, dir, branch string) (bool, error) {
 	c, err := resolveCommit(ctx, dir, "refs/heads/"+branch)
 	return c != "", err
@@ -514,24 +653,75 @@ func isDirty(ctx context.Context, dir string) (bool, error) {
 	return len(out) > 0, nil
 }
 
-// unmerged reports whether branch has commits that no other branch, tag,
-// remote-tracking ref or the repository's HEAD reaches: deleting it would
+// maxLandCheck bounds how many unreachable commits landed compares with
+// the base branch; a branch with more counts as not landed.
+const maxLandCheck = 10000
+
+// landed reports whether deleting branch loses no work: every commit of it
+// is reachable from another branch, tag, remote-tracking ref or the
+// repository's HEAD; or Merge landed its tip (fleetMerged, so a squash or
+// a rebase counts); or every commit that is not reachable is
+// patch-equivalent to one on its base branch (`git cherry` marks it "-":
+// landed by a cherry-pick or rebase by hand). base is the base branch to
+// assume when the branch records none.
+func landed(ctx context.Context, repo, branch, base string) (bool, error) {
+	lost, total, err := unreachable(ctx, repo, branch)
+	if err != nil || total == 0 {
+		return err == nil, err
+	}
+	meta, err := readMeta(ctx, repo, branch)
+	if err != nil {
+		return false, err
+	}
+	if meta.merged != "" {
+		tip, err := resolveCommit(ctx, repo, "refs/heads/"+branch)
+		if err != nil || tip == meta.merged {
+			return err == nil, err
+		}
+	}
+	base = cmp.Or(meta.base, base)
+	if base == "" || total > len(lost) {
+		return false, nil
+	}
+	if ok, err := branchExists(ctx, repo, base); err != nil || !ok {
+		return false, err
+	}
+	// Merges are not in cherry's output: they never count as equivalent.
+	equivalent := map[string]bool{}
+	err = gitFields(ctx, repo, '\n', func(line string) error {
+		if sha, ok := strings.CutPrefix(line, "- "); ok && lost[sha] {
+			equivalent[sha] = true
+		}
+		return nil
+	}, "cherry", "refs/heads/"+base, "refs/heads/"+branch)
+	if err != nil {
+		return false, err
+	}
+	return len(equivalent) == len(lost), nil
+}
+
+// unreachable returns the commits of branch that no other branch, tag,
+// remote-tracking ref or the repository's HEAD reaches (at most
+// maxLandCheck of them), and how many there are: deleting the branch would
 // lose them.
-func unmerged(ctx context.Context, repo, branch string) (bool, error) {
-	args := []string{"rev-list", "--max-count=1", "refs/heads/" + branch, "--not",
+func unreachable(ctx context.Context, repo, branch string) (map[string]bool, int, error) {
+	args := []string{"rev-list", "refs/heads/" + branch, "--not",
 		"--exclude=" + branch, "--branches", "--tags", "--remotes"}
 	head, err := resolveCommit(ctx, repo, "HEAD")
 	if err != nil {
-		return false, err
+		return nil, 0, err
 	}
 	if head != "" {
 		args = append(args, head)
 	}
-	out, err := runGit(ctx, repo, args...)
-	if err != nil {
-		return false, err
-	}
-	return len(bytes.TrimSpace(out)) > 0, nil
+	lost, total := map[string]bool{}, 0
+	err = gitFields(ctx, repo, '\n', func(sha string) error {
+		if total++; total <= maxLandCheck {
+			lost[sha] = true
+		}
+		return nil
+	}, args...)
+	return lost, total, err
 }
 
 // wtEntry is one record of `git worktree list --porcelain -z`.

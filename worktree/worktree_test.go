@@ -19,7 +19,7 @@ func TestOpenOutsideRepo(t *testing.T) {
 	if !errors.Is(err, ErrNotRepo) {
 		t.Fatalf("Open outside a repository: got %v, want ErrNotRepo", err)
 	}
-	if _, _, err := Prune(t.Context(), dir, t.TempDir(), false); !errors.Is(err, ErrNotRepo) {
+	if _, _, err := Prune(t.Context(), dir, t.TempDir(), PruneOptions{}); !errors.Is(err, ErrNotRepo) {
 		t.Fatalf("Prune outside a repository: got %v, want ErrNotRepo", err)
 	}
 }
@@ -153,7 +153,7 @@ func TestCreateRejectsBadWorker(t *testing.T) {
 		if _, err := m.Create(t.Context(), name); err == nil {
 			t.Errorf("Create(%q) succeeded", name)
 		}
-		if err := m.Remove(t.Context(), name, true); err == nil {
+		if err := m.Remove(t.Context(), name, RemoveOptions{Force: true}); err == nil {
 			t.Errorf("Remove(%q) succeeded", name)
 		}
 	}
@@ -175,7 +175,7 @@ func TestCreateExists(t *testing.T) {
 	if readFile(t, path, "keep.txt") != "mine\n" {
 		t.Error("Create touched the existing directory")
 	}
-	if err := m.Remove(t.Context(), "w2", true); !errors.Is(err, ErrExists) {
+	if err := m.Remove(t.Context(), "w2", RemoveOptions{Force: true}); !errors.Is(err, ErrExists) {
 		t.Errorf("Remove of a plain directory: %v, want ErrExists", err)
 	}
 	if !exists(filepath.Join(path, "keep.txt")) {
@@ -290,7 +290,7 @@ func TestCreateWithSubmodule(t *testing.T) {
 
 	// git itself refuses to remove a worktree with submodules without
 	// --force; a clean one must still go without the caller's force.
-	if err := m.Remove(t.Context(), "w1", false); err != nil {
+	if err := m.Remove(t.Context(), "w1", RemoveOptions{}); err != nil {
 		t.Fatalf("Remove of a clean worktree with a submodule: %v", err)
 	}
 	if exists(wt.Path) {
@@ -350,7 +350,7 @@ func TestListAndRemove(t *testing.T) {
 	}
 
 	for _, w := range []Worktree{dirty, modified} {
-		if err := m.Remove(t.Context(), w.Worker, false); !errors.Is(err, ErrDirty) {
+		if err := m.Remove(t.Context(), w.Worker, RemoveOptions{}); !errors.Is(err, ErrDirty) {
 			t.Errorf("Remove(%s) of a dirty worktree: %v, want ErrDirty", w.Worker, err)
 		}
 		if !exists(w.Path) || git(t, repo, "branch", "--list", w.Branch) == "" {
@@ -358,20 +358,30 @@ func TestListAndRemove(t *testing.T) {
 		}
 	}
 
-	if err := m.Remove(t.Context(), "clean", false); err != nil {
+	if err := m.Remove(t.Context(), "clean", RemoveOptions{}); err != nil {
 		t.Fatalf("Remove of a clean worktree: %v", err)
 	}
 	if exists(clean.Path) || git(t, repo, "branch", "--list", clean.Branch) != "" {
 		t.Error("clean worktree or its branch still there")
 	}
 
-	if err := m.Remove(t.Context(), "dirty", true); err != nil {
+	if err := m.Remove(t.Context(), "dirty", RemoveOptions{Force: true}); err != nil {
 		t.Fatalf("forced Remove: %v", err)
 	}
-	if exists(dirty.Path) || git(t, repo, "branch", "--list", dirty.Branch) != "" {
-		t.Error("forced Remove left the worktree or its branch")
+	if exists(dirty.Path) {
+		t.Error("forced Remove left the worktree")
 	}
-	if err := m.Remove(t.Context(), "dirty", false); !errors.Is(err, fs.ErrNotExist) {
+	// The branch stays, and keeps the uncommitted work too.
+	if git(t, repo, "branch", "--list", dirty.Branch) == "" || !strings.Contains(git(t, repo, "show", "--name-only", "--format=%s", dirty.Branch), "Uncommitted work saved") {
+		t.Error("forced Remove did not keep the branch with the uncommitted work saved on it")
+	}
+	if err := m.Remove(t.Context(), "dirty", RemoveOptions{}); !errors.Is(err, ErrUnmerged) {
+		t.Errorf("Remove of the kept branch: %v, want ErrUnmerged", err)
+	}
+	if err := m.Remove(t.Context(), "dirty", RemoveOptions{Force: true, DeleteBranch: true}); err != nil {
+		t.Fatal(err)
+	}
+	if err := m.Remove(t.Context(), "dirty", RemoveOptions{}); !errors.Is(err, fs.ErrNotExist) {
 		t.Errorf("Remove of a removed worker: %v, want fs.ErrNotExist", err)
 	}
 	infos, err = m.List(t.Context())
@@ -397,14 +407,14 @@ func TestRemoveKeepsUnmergedCommits(t *testing.T) {
 	git(t, wt.Path, "add", "feature.txt")
 	git(t, wt.Path, "commit", "-q", "-m", "feature")
 
-	if err := m.Remove(t.Context(), "w1", false); !errors.Is(err, ErrUnmerged) {
+	if err := m.Remove(t.Context(), "w1", RemoveOptions{}); !errors.Is(err, ErrUnmerged) {
 		t.Fatalf("Remove with unmerged commits: %v, want ErrUnmerged", err)
 	}
 	if !exists(wt.Path) {
 		t.Fatal("refused Remove removed the worktree")
 	}
 	git(t, repo, "merge", "-q", "--ff-only", wt.Branch)
-	if err := m.Remove(t.Context(), "w1", false); err != nil {
+	if err := m.Remove(t.Context(), "w1", RemoveOptions{}); err != nil {
 		t.Fatalf("Remove after merging: %v", err)
 	}
 }
@@ -440,7 +450,7 @@ func TestPrune(t *testing.T) {
 	writeFile(t, created[1].Path, "scratch.txt", "dirty\n") // s1/w2
 	os.RemoveAll(created[3].Path)                           // s2/gone: deleted by hand
 
-	removed, skipped, err := Prune(t.Context(), filepath.Join(repo), fw, false)
+	removed, skipped, err := Prune(t.Context(), filepath.Join(repo), fw, PruneOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -465,14 +475,259 @@ func TestPrune(t *testing.T) {
 		t.Error("Prune removed another repository's worktree")
 	}
 
-	removed, skipped, err = Prune(t.Context(), repo, fw, true)
+	removed, skipped, err = Prune(t.Context(), repo, fw, PruneOptions{Force: true})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !slices.Equal(removed, []string{created[1].Path}) || len(skipped) != 0 {
+	if len(removed) != 1 || !strings.HasPrefix(removed[0], created[1].Path+" (branch ") || len(skipped) != 0 {
 		t.Errorf("forced Prune: removed %q, skipped %q", removed, skipped)
 	}
 	if out := git(t, repo, "worktree", "list", "--porcelain"); strings.Contains(out, fw) {
 		t.Errorf("worktrees left after forced Prune:\n%s", out)
+	}
+}
+
+// branchTip returns the commit branch points at, "" when it does not exist.
+func branchTip(t *testing.T, repo, branch string) string {
+	t.Helper()
+	c, err := resolveCommit(t.Context(), repo, "refs/heads/"+branch)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+func TestRemoveUnpushedCommits(t *testing.T) {
+	repo, m, wt := newWorker(t, map[string]string{"a.txt": "a\n"})
+	tip := commitFiles(t, wt.Path, "unpushed", map[string]string{"b.txt": "b\n"})
+
+	err := m.Remove(t.Context(), "w1", RemoveOptions{})
+	if !errors.Is(err, ErrUnmerged) || !strings.Contains(err.Error(), wt.Branch) {
+		t.Fatalf("Remove with unpushed commits: %v, want ErrUnmerged naming the branch", err)
+	}
+	if !exists(wt.Path) || branchTip(t, repo, wt.Branch) != tip {
+		t.Fatal("refused Remove removed something")
+	}
+	// DeleteBranch without Force deletes only a landed branch.
+	if err := m.Remove(t.Context(), "w1", RemoveOptions{DeleteBranch: true}); !errors.Is(err, ErrUnmerged) {
+		t.Fatalf("Remove with DeleteBranch only: %v, want ErrUnmerged", err)
+	}
+
+	// Force removes the worktree, even dirty, and keeps the branch.
+	writeFile(t, wt.Path, "scratch.txt", "goes with the worktree\n")
+	if err := m.Remove(t.Context(), "w1", RemoveOptions{Force: true}); err != nil {
+		t.Fatal(err)
+	}
+	if exists(wt.Path) || slices.Contains(worktreePaths(t, repo), wt.Path) {
+		t.Error("forced Remove left the worktree")
+	}
+	// The uncommitted scratch file was saved on the branch, on top of the
+	// unpushed commit.
+	saved := branchTip(t, repo, wt.Branch)
+	if git(t, repo, "rev-parse", saved+"^") != tip || git(t, repo, "show", saved+":scratch.txt") != "goes with the worktree" ||
+		git(t, repo, "config", "branch.fleet/s/w1.fleetBase") != "main" {
+		t.Fatal("forced Remove lost the branch, its metadata or the uncommitted work")
+	}
+	tip = saved
+	st, err := ReadState(t.Context(), repo, wt.Branch, wt.Path)
+	if err != nil || !st.Missing || st.Ahead != 2 {
+		t.Errorf("state of the kept branch: %+v, %v", st, err)
+	}
+	// Still unlanded without a worktree; Force with DeleteBranch deletes it.
+	if err := m.Remove(t.Context(), "w1", RemoveOptions{}); !errors.Is(err, ErrUnmerged) {
+		t.Errorf("Remove of the kept branch: %v, want ErrUnmerged", err)
+	}
+	if err := m.Remove(t.Context(), "w1", RemoveOptions{Force: true, DeleteBranch: true}); err != nil {
+		t.Fatal(err)
+	}
+	if branchTip(t, repo, wt.Branch) != "" {
+		t.Error("Force with DeleteBranch kept the branch")
+	}
+}
+
+func TestRemoveForceDeleteBranch(t *testing.T) {
+	repo, m, wt := newWorker(t, map[string]string{"a.txt": "a\n"})
+	commitFiles(t, wt.Path, "unpushed", map[string]string{"b.txt": "b\n"})
+	if err := m.Remove(t.Context(), "w1", RemoveOptions{Force: true, DeleteBranch: true}); err != nil {
+		t.Fatal(err)
+	}
+	if exists(wt.Path) || branchTip(t, repo, wt.Branch) != "" {
+		t.Error("worktree or branch left")
+	}
+}
+
+func TestRemoveRebasedByHand(t *testing.T) {
+	repo, m, wt := newWorker(t, map[string]string{"a.txt": "a\n"})
+	commitFiles(t, wt.Path, "work", map[string]string{"b.txt": "b\n"})
+	commitFiles(t, repo, "main moves", map[string]string{"c.txt": "c\n"})
+	git(t, wt.Path, "rebase", "-q", "main")
+
+	if err := m.Remove(t.Context(), "w1", RemoveOptions{}); !errors.Is(err, ErrUnmerged) {
+		t.Fatalf("Remove of a rebased, unmerged branch: %v, want ErrUnmerged", err)
+	}
+	git(t, repo, "merge", "-q", "--ff-only", wt.Branch)
+	if err := m.Remove(t.Context(), "w1", RemoveOptions{}); err != nil {
+		t.Fatalf("Remove after main fast-forwarded to it: %v", err)
+	}
+	if exists(wt.Path) || branchTip(t, repo, wt.Branch) != "" {
+		t.Error("worktree or branch left")
+	}
+}
+
+func TestRemoveCherryPicked(t *testing.T) {
+	repo, m, wt := newWorker(t, map[string]string{"a.txt": "a\n"})
+	commitFiles(t, wt.Path, "one", map[string]string{"b.txt": "b\n"})
+	tip := commitFiles(t, wt.Path, "two", map[string]string{"c.txt": "c\n"})
+	commitFiles(t, repo, "main moves", map[string]string{"d.txt": "d\n"})
+	git(t, repo, "cherry-pick", tip) // only the second: the first is still unlanded
+	if err := m.Remove(t.Context(), "w1", RemoveOptions{}); !errors.Is(err, ErrUnmerged) {
+		t.Fatalf("Remove with one commit not on main: %v, want ErrUnmerged", err)
+	}
+	git(t, repo, "cherry-pick", tip+"~1")
+	if err := m.Remove(t.Context(), "w1", RemoveOptions{}); err != nil {
+		t.Fatalf("Remove after every commit was cherry-picked: %v", err)
+	}
+	if branchTip(t, repo, wt.Branch) != "" {
+		t.Error("branch left")
+	}
+}
+
+func TestRemoveUntrackedOnly(t *testing.T) {
+	repo, m, wt := newWorker(t, map[string]string{"a.txt": "a\n", ".gitignore": "*.log\n"})
+	writeFile(t, wt.Path, "build.log", "ignored: does not count\n")
+	writeFile(t, wt.Path, "notes/todo.txt", "untracked\n")
+	if err := m.Remove(t.Context(), "w1", RemoveOptions{}); !errors.Is(err, ErrDirty) {
+		t.Fatalf("Remove with an untracked file: %v, want ErrDirty", err)
+	}
+	if readFile(t, wt.Path, "notes/todo.txt") != "untracked\n" || branchTip(t, repo, wt.Branch) == "" {
+		t.Fatal("refused Remove removed something")
+	}
+	os.RemoveAll(filepath.Join(wt.Path, "notes"))
+	if err := m.Remove(t.Context(), "w1", RemoveOptions{}); err != nil {
+		t.Fatalf("Remove with only an ignored file: %v", err)
+	}
+}
+
+func TestRemoveDeletedByHand(t *testing.T) {
+	repo, m, wt := newWorker(t, map[string]string{"a.txt": "a\n"})
+	tip := commitFiles(t, wt.Path, "work", map[string]string{"b.txt": "b\n"})
+	if err := os.RemoveAll(wt.Path); err != nil {
+		t.Fatal(err)
+	}
+	if err := m.Remove(t.Context(), "w1", RemoveOptions{}); !errors.Is(err, ErrUnmerged) {
+		t.Fatalf("Remove of a deleted worktree with unlanded commits: %v, want ErrUnmerged", err)
+	}
+	if err := m.Remove(t.Context(), "w1", RemoveOptions{Force: true}); err != nil {
+		t.Fatal(err)
+	}
+	if slices.Contains(worktreePaths(t, repo), wt.Path) {
+		t.Error("registration not pruned")
+	}
+	if branchTip(t, repo, wt.Branch) != tip {
+		t.Fatal("the unlanded branch was not kept")
+	}
+	// The work comes back with the worker.
+	again, err := m.Create(t.Context(), "w1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if readFile(t, again.Path, "b.txt") != "b\n" || again.BaseBranch != "main" {
+		t.Errorf("re-created worktree %+v lacks the work", again)
+	}
+}
+
+func TestRemoveMovedByHand(t *testing.T) {
+	repo, m, wt := newWorker(t, map[string]string{"a.txt": "a\n"})
+	tip := commitFiles(t, wt.Path, "work", map[string]string{"b.txt": "b\n"})
+	writeFile(t, wt.Path, "wip.txt", "uncommitted\n")
+	moved := filepath.Join(t.TempDir(), "moved")
+	if err := os.Rename(wt.Path, moved); err != nil {
+		t.Fatal(err)
+	}
+	if err := m.Remove(t.Context(), "w1", RemoveOptions{}); !errors.Is(err, ErrUnmerged) {
+		t.Fatalf("Remove of a moved worktree with unlanded commits: %v, want ErrUnmerged", err)
+	}
+	removed, skipped, err := Prune(t.Context(), repo, filepath.Dir(m.Root()), PruneOptions{Force: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := wt.Path + " (branch fleet/s/w1 kept with its work: it is on no other branch)"; !slices.Equal(removed, []string{want}) || len(skipped) != 0 {
+		t.Errorf("forced Prune of a moved worktree: removed %q, skipped %q", removed, skipped)
+	}
+	if slices.Contains(worktreePaths(t, repo), wt.Path) || branchTip(t, repo, wt.Branch) != tip {
+		t.Error("registration left, or branch lost")
+	}
+	for _, f := range []string{"a.txt", "b.txt", "wip.txt", ".git"} {
+		if !exists(filepath.Join(moved, f)) {
+			t.Errorf("moved worktree lost %s", f)
+		}
+	}
+	if readFile(t, moved, "wip.txt") != "uncommitted\n" {
+		t.Error("moved worktree's uncommitted file changed")
+	}
+}
+
+func TestPruneReasonsAndSession(t *testing.T) {
+	repo := newRepo(t, map[string]string{"a.txt": "a\n"})
+	fw := fleetWorktrees(t)
+	s1, err := Open(t.Context(), repo, filepath.Join(fw, "s1"), "s1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s2, err := Open(t.Context(), repo, filepath.Join(fw, "s2"), "s2")
+	if err != nil {
+		t.Fatal(err)
+	}
+	unlanded, err := s1.Create(t.Context(), "w1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dirty, err := s1.Create(t.Context(), "w2")
+	if err != nil {
+		t.Fatal(err)
+	}
+	other, err := s2.Create(t.Context(), "w1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	commitFiles(t, unlanded.Path, "work", map[string]string{"b.txt": "b\n"})
+	writeFile(t, dirty.Path, "scratch.txt", "s\n")
+
+	removed, skipped, err := Prune(t.Context(), repo, fw, PruneOptions{Session: "s1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	slices.Sort(skipped)
+	want := []string{
+		unlanded.Path + ": branch fleet/s1/w1 has commits on no other branch (merge them, or --force keeps the branch and removes only the worktree)",
+		dirty.Path + ": uncommitted changes (--force saves them on branch fleet/s1/w2 and removes the worktree)",
+	}
+	slices.Sort(want)
+	if len(removed) != 0 || !slices.Equal(skipped, want) {
+		t.Errorf("Prune s1: removed %q, skipped %q, want skipped %q", removed, skipped, want)
+	}
+
+	removed, skipped, err = Prune(t.Context(), repo, fw, PruneOptions{Session: "s1", Force: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	slices.Sort(removed)
+	want = []string{unlanded.Path + " (branch fleet/s1/w1 kept with its work: it is on no other branch)",
+		dirty.Path + " (branch fleet/s1/w2 kept with its work: it is on no other branch)"}
+	slices.Sort(want)
+	if !slices.Equal(removed, want) || len(skipped) != 0 {
+		t.Errorf("forced Prune s1: removed %q, skipped %q, want removed %q", removed, skipped, want)
+	}
+	if branchTip(t, repo, "fleet/s1/w1") == "" || git(t, repo, "show", "fleet/s1/w2:scratch.txt") != "s" {
+		t.Error("forced Prune: a branch was not kept with its work")
+	}
+	if !exists(other.Path) {
+		t.Fatal("Prune of s1 removed s2's worktree")
+	}
+	if _, _, err := Prune(t.Context(), repo, fw, PruneOptions{Session: "../x"}); err == nil {
+		t.Error("invalid session accepted")
+	}
+	if removed, _, err = Prune(t.Context(), repo, fw, PruneOptions{}); err != nil || !slices.Equal(removed, []string{other.Path}) {
+		t.Errorf("Prune of the rest: %q, %v", removed, err)
 	}
 }
