@@ -106,17 +106,31 @@ func newWorktreesCmd() *cobra.Command {
 		Use:   "worktrees",
 		Short: "Manage the git worktrees fleet workers leave for review",
 	}
-	var force bool
+	var (
+		opts    worktree.PruneOptions
+		session string
+	)
 	prune := &cobra.Command{
 		Use:   "prune",
-		Short: "Remove fleet worktrees of this repository (dirty ones only with --force)",
-		Long: `prune removes every worktree that fleet workers created for the repository
-containing the current directory, across sessions, together with its branch
-fleet/<session>/<worker>. Worktrees with uncommitted or untracked changes are
-kept unless --force is given.`,
-		Example: "  fleet worktrees prune\n  fleet worktrees prune --force",
-		Args:    cobra.NoArgs,
+		Short: "Remove fleet worktrees of this repository whose work is safe elsewhere",
+		Long: `prune removes the worktrees that fleet workers created for the repository
+containing the current directory, across sessions (or of one --session), and
+their branches fleet/<session>/<worker>. It never loses work: a worktree with
+uncommitted changes or untracked files is kept, and so is one whose branch has
+commits that are on no other branch, tag or remote and were not merged
+(fleet merge), unless --force. With --force the worktree goes but its branch
+is kept, commits and all, unless --delete-branch. A worktree a running fleet
+worker uses is always kept. Worktrees whose directory was deleted or moved by
+hand lose only their registration; their branches follow the same rules.`,
+		Example: `  fleet worktrees prune
+  fleet worktrees prune --session 3f2a
+  fleet worktrees prune --force
+  fleet worktrees prune --force --delete-branch`,
+		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if opts.DeleteBranch && !opts.Force {
+				return usageErr("--delete-branch needs --force (without it, branches whose work is safe elsewhere are deleted anyway)")
+			}
 			home, err := config.Home()
 			if err != nil {
 				return err
@@ -125,7 +139,8 @@ kept unless --force is given.`,
 			if err != nil {
 				return err
 			}
-			removed, skipped, err := worktree.Prune(cmd.Context(), cwd, filepath.Join(home, "worktrees"), force)
+			opts.Session = session
+			removed, skipped, err := worktree.Prune(cmd.Context(), cwd, filepath.Join(home, "worktrees"), opts)
 			out := cmd.OutOrStdout()
 			for _, r := range removed {
 				fmt.Fprintln(out, "removed", r)
@@ -142,7 +157,9 @@ kept unless --force is given.`,
 			return nil
 		},
 	}
-	prune.Flags().BoolVarP(&force, "force", "f", false, "also remove worktrees with uncommitted changes")
+	prune.Flags().BoolVarP(&opts.Force, "force", "f", false, "also remove worktrees with uncommitted changes or unmerged commits (their branches are kept)")
+	prune.Flags().BoolVar(&opts.DeleteBranch, "delete-branch", false, "with --force, delete the branches too")
+	prune.Flags().StringVar(&session, "session", "", "only this session's worktrees (its id)")
 	cmd.AddCommand(prune)
 	return cmd
 }

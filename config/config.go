@@ -93,6 +93,21 @@ type File struct {
 	Model    string `json:"model,omitempty"`
 	// Providers configure the agent CLIs, by provider name.
 	Providers map[string]ProviderConfig `json:"providers,omitempty"`
+	// Landing configures how workers' work is committed and handed on
+	// (docs/landing-work.md).
+	Landing Landing `json:"landing,omitzero"`
+}
+
+// Landing is the "landing" object of config.json.
+type Landing struct {
+	// CommitOnSettle commits a settling worker's uncommitted changes on its
+	// branch; absent: for agent providers (claude, codex, copilot) only.
+	CommitOnSettle *bool `json:"commitOnSettle,omitempty"`
+	// PRCommand, when set, is run with sh -c by fleet pr after the push,
+	// instead of gh.
+	PRCommand string `json:"prCommand,omitempty"`
+	// Remote is where fleet pr pushes; default origin.
+	Remote string `json:"remote,omitempty"`
 }
 
 // ProviderConfig is one entry of "providers" (docs/providers.md).
@@ -253,6 +268,12 @@ func (f File) validate() error {
 	}
 	if q, s := f.Limits.QueueBytes, f.Limits.SoftQueueBytes; s != nil && *s > pick(q, 8<<20) {
 		return fmt.Errorf("field \"limits.softQueueBytes\" (%d) must not be larger than limits.queueBytes (%d)", *s, pick(q, 8<<20))
+	}
+	if r := f.Landing.Remote; r != "" && (strings.HasPrefix(r, "-") || strings.ContainsAny(r, " \t\n\x00")) {
+		return fmt.Errorf("field \"landing.remote\": %q is not a remote name", r)
+	}
+	if strings.ContainsRune(f.Landing.PRCommand, 0) {
+		return errors.New("field \"landing.prCommand\" must not contain NUL")
 	}
 	if f.Provider != "" {
 		if err := CheckProvider(f.Provider); err != nil {

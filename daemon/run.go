@@ -187,6 +187,7 @@ func Run(ctx context.Context, o Options) error {
 		Providers:      provs.Others,
 		Coordinator:    coord,
 		StallTimeout:   stall,
+		CommitOnSettle: file.Landing.CommitOnSettle,
 		Publisher:      jr,
 		Persister:      jr,
 		Throttle:       func(ctx context.Context) { srv.Throttle(ctx); jr.Throttle(ctx) },

@@ -139,15 +139,16 @@ func openWorkspaces(ctx context.Context, home, sessionID, cwd string) (ws engine
 	if err != nil || rel == ".." || filepath.IsAbs(rel) || len(rel) >= 3 && rel[:3] == "../" {
 		rel = "."
 	}
-	return &gitWorkspaces{m: m, rel: rel}, m.Head(), notes
+	return &gitWorkspaces{m: m, rel: rel, session: sessionID}, m.Head(), notes
 }
 
 // gitWorkspaces adapts worktree.Manager to the engine: a worker runs in the
 // directory of its worktree that corresponds to the fleet's cwd, and file
 // changes are reported relative to that cwd.
 type gitWorkspaces struct {
-	m   *worktree.Manager
-	rel string // the fleet's cwd relative to the repository root
+	m       *worktree.Manager
+	rel     string // the fleet's cwd relative to the repository root
+	session string
 }
 
 func (g *gitWorkspaces) Prepare(ctx context.Context, worker string) (engine.Workspace, error) {
@@ -203,8 +204,8 @@ func (g *gitWorkspaces) track(ctx context.Context, path string) (func(context.Co
 // within it).
 func (g *gitWorkspaces) Dir(worker string) string { return filepath.Join(g.m.Path(worker), g.rel) }
 
-func (g *gitWorkspaces) Remove(ctx context.Context, worker string, force bool) error {
-	return g.m.Remove(ctx, worker, force)
+func (g *gitWorkspaces) Remove(ctx context.Context, worker string, o engine.RemoveOptions) error {
+	return g.m.Remove(ctx, worker, worktree.RemoveOptions{Force: o.Force, DeleteBranch: o.DeleteBranch})
 }
 
 func realPath(p string) string {

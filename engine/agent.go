@@ -47,6 +47,7 @@ func (e *Engine) run(ctx context.Context, h *host) provider.TurnEnded {
 		for _, warn := range ws.Warnings {
 			h.Event(provider.Note{Text: warn})
 		}
+		e.markRunning(w, t)
 		dir, track = ws.Dir, ws.Track
 	} else {
 		e.mu.Lock()

@@ -12,12 +12,17 @@ func (e *Engine) cmdClean(args string) string {
 	if e.cfg.Workspaces == nil {
 		return "Workers share the fleet's directory here (not a git repository): there are no worktrees to clean."
 	}
-	force := false
+	var opts RemoveOptions
 	var names []string
 	for _, f := range strings.Fields(args) {
-		if f == "--force" || f == "-f" {
-			force = true
-		} else {
+		switch {
+		case f == "--force" || f == "-f":
+			opts.Force = true
+		case f == "--delete-branch":
+			opts.DeleteBranch = true
+		case strings.HasPrefix(f, "-"):
+			return "Usage: /clean [worker...] [--force [--delete-branch]]"
+		default:
 			names = append(names, f)
 		}
 	}
@@ -29,6 +34,8 @@ func (e *Engine) cmdClean(args string) string {
 			return fmt.Sprintf("No worker %q. /workers lists them.", name)
 		case w.status == workerRunning || w.status == workerIdle:
 			return fmt.Sprintf("%s is still running; /cancel it first.", name)
+		case w.landing:
+			return fmt.Sprintf("%s is being merged.", name)
 		case w.worktreePath == "" || w.cleaning:
 			return fmt.Sprintf("%s has no worktree to remove.", name)
 		}
@@ -36,7 +43,7 @@ func (e *Engine) cmdClean(args string) string {
 	}
 	if len(names) == 0 {
 		for _, w := range e.workers {
-			if (w.status == workerCompleted || w.status == workerFailed) && w.worktreePath != "" && !w.cleaning {
+			if (w.status == workerCompleted || w.status == workerFailed) && w.worktreePath != "" && !w.cleaning && !w.landing {
 				targets = append(targets, w)
 			}
 		}
@@ -50,21 +57,22 @@ func (e *Engine) cmdClean(args string) string {
 	e.runWG.Add(1)
 	go func() {
 		defer e.runWG.Done()
-		e.removeWorkspaces(targets, force)
+		e.removeWorkspaces(targets, opts)
 	}()
 	return fmt.Sprintf("Removing %d worktree(s)…", len(targets))
 }
 
-func (e *Engine) removeWorkspaces(targets []*worker, force bool) {
+func (e *Engine) removeWorkspaces(targets []*worker, opts RemoveOptions) {
 	var removed, kept []string
 	for _, w := range targets {
 		ctx, cancel := context.WithTimeout(context.Background(), workspaceTimeout)
-		err := e.cfg.Workspaces.Remove(ctx, w.id, force)
+		err := e.cfg.Workspaces.Remove(ctx, w.id, opts)
 		cancel()
 		e.mu.Lock()
 		w.cleaning = false
 		if err == nil {
 			w.worktreePath = ""
+			w.gitStale = true
 			e.saveWorkerLocked(w)
 			e.changedLocked()
 			removed = append(removed, w.id)
@@ -78,11 +86,14 @@ func (e *Engine) removeWorkspaces(targets []*worker, force bool) {
 	msg := fmt.Sprintf("Removed %d worktree(s)", len(removed))
 	if len(removed) > 0 {
 		msg += ": " + strings.Join(removed, ", ")
+		if opts.Force && !opts.DeleteBranch {
+			msg += " (their branches are kept; /clean --force --delete-branch deletes them too)"
+		}
 	}
 	if len(kept) > 0 {
 		msg += fmt.Sprintf(". Kept %d: %s", len(kept), strings.Join(kept, "; "))
-		if !force {
-			msg += ". /clean --force removes worktrees with uncommitted changes."
+		if !opts.Force {
+			msg += ". Merge their work first (/merge), or /clean --force removes the worktree and keeps the branch."
 		}
 	}
 	e.replyLocked(msg)

@@ -29,9 +29,11 @@ func init() {
 		{"/plan", "/plan on|off", "Plan mode: new tasks are created but wait for /go.", "dispatch", (*Engine).cmdPlan},
 		{"/go", "/go [task...]", "Start planned tasks (all, or the ones named).", "dispatch", (*Engine).cmdGo},
 		{"/loop", "/loop [N] <command>", "Repeat a command until it exits 0, at most N attempts (default 5).", "tasks", (*Engine).cmdLoop},
-		{"/clean", "/clean [worker...] [--force]", "Remove finished workers' worktrees (dirty ones only with --force).", "workers", (*Engine).cmdClean},
+		{"/clean", "/clean [worker...] [--force [--delete-branch]]", "Remove finished workers' worktrees; unmerged or dirty ones only with --force, which keeps the branch.", "workers", (*Engine).cmdClean},
 		{"/spawn", "/spawn [--provider P] [--model M] TEXT", "Start a worker on TEXT directly, without the coordinator.", "workers", (*Engine).cmdSpawn},
 		{"/tell", "/tell WORKER TEXT", "Send a follow-up turn to a worker (resuming its agent session if it settled).", "workers", (*Engine).cmdTell},
+		{"/diff", "/diff WORKER [--stat] [PATH...]", "Show a worker's change against its base branch (committed and uncommitted).", "workers", (*Engine).cmdDiff},
+		{"/merge", "/merge WORKER [--squash|--rebase] [--into BRANCH]", "Merge a settled worker's branch into its base branch (refused, changing nothing, on conflicts or a dirty target).", "workers", (*Engine).cmdMerge},
 		{"/hold", "/hold <task> <reason>", "Native sessions: hold a task in the root until an operator releases it.", "tasks", (*Engine).cmdHold},
 	}
 }
@@ -150,7 +152,10 @@ func (e *Engine) cmdWorkers(string) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "%d workers, %d active, cap %d", len(e.workers), e.activeWorkersLocked(), e.cfg.Workers)
 	for _, w := range e.shownWorkersLocked() {
-		fmt.Fprintf(&b, "\n  %-5s %-10s %s", w.id, w.status, w.taskID)
+		fmt.Fprintf(&b, "\n  %-5s %-10s %-5s", w.id, w.status, w.taskID)
+		if g := gitSummary(w.git); g != "" {
+			b.WriteString("  " + g)
+		}
 	}
 	return b.String()
 }

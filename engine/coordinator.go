@@ -291,6 +291,9 @@ func (e *Engine) tellLocked(from, id, text string) error {
 	if w == nil {
 		return fmt.Errorf("no worker %q; /workers lists them", id)
 	}
+	if w.landing {
+		return fmt.Errorf("%s is being merged; /tell it again when that is done", id)
+	}
 	if w.cleaning || (e.cfg.Workspaces != nil && w.branch != "" && w.worktreePath == "") {
 		return fmt.Errorf("%s's worktree was removed; /spawn a new worker instead", id)
 	}
@@ -334,6 +337,7 @@ func (e *Engine) resumeWorkerLocked(w *worker, t *task) {
 		defer cancel(nil)
 		var finish func(context.Context) ([]FileChange, error)
 		if e.cfg.Workspaces != nil && w.worktreePath != "" {
+			e.markRunning(w, t)
 			if tr, ok := e.cfg.Workspaces.(Tracker); ok {
 				finish, _ = tr.Track(ctx, w.id)
 			}
@@ -348,7 +352,7 @@ func (e *Engine) resumeWorkerLocked(w *worker, t *task) {
 			}
 			e.publishChanges(w, h.attribute(changes))
 		}
-		e.settle(w, t, res)
+		e.finishWork(w, t, res)
 	}()
 }
 

@@ -70,6 +70,11 @@ type Config struct {
 	// coordinator session of Provider (agent providers); nil keeps the
 	// local provider's deterministic coordinator.
 	Coordinator *CoordinatorConfig
+	// CommitOnSettle says whether a settling worker's uncommitted work is
+	// committed on its branch (Lander); nil: for agent providers only.
+	CommitOnSettle *bool
+	// GitStateInterval is how often workers' git state is checked; default 2 s.
+	GitStateInterval time.Duration
 	// StallTimeout fails an agent turn that showed no activity for this
 	// long while not waiting on the operator; 0 never does.
 	StallTimeout time.Duration
@@ -143,6 +148,9 @@ func New(cfg Config) *Engine {
 	if cfg.Model == "" {
 		cfg.Model = cfg.Provider.Name()
 	}
+	if cfg.GitStateInterval <= 0 {
+		cfg.GitStateInterval = defaultGitStateInterval
+	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
@@ -164,6 +172,10 @@ func New(cfg Config) *Engine {
 	if cfg.Governor != nil {
 		e.runWG.Add(1)
 		go e.admitLoop()
+	}
+	if l := e.lander(); l != nil {
+		e.runWG.Add(1)
+		go e.gitStateLoop(l)
 	}
 	if cfg.Restore != nil {
 		e.mu.Lock()

@@ -146,9 +146,9 @@ func (f *fakeWorkspaces) Prepare(ctx context.Context, worker string) (Workspace,
 	}, nil
 }
 
-func (f *fakeWorkspaces) Remove(ctx context.Context, worker string, force bool) error {
+func (f *fakeWorkspaces) Remove(ctx context.Context, worker string, opts RemoveOptions) error {
 	dir := filepath.Join(f.root, worker)
-	if _, err := os.Stat(filepath.Join(dir, "dirty")); err == nil && !force {
+	if _, err := os.Stat(filepath.Join(dir, "dirty")); err == nil && !opts.Force {
 		return errors.New("uncommitted changes")
 	}
 	return os.RemoveAll(dir)

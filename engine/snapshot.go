@@ -163,6 +163,7 @@ func (e *Engine) fleetStateLocked(now time.Time) *protocol.FleetState {
 			WorktreePath:   w.worktreePath,
 		}
 		ws.TopTools = topTools(w.toolCounts, 5)
+		ws.Git = w.git
 		end := now
 		if !w.endedAt.IsZero() {
 			end = w.endedAt

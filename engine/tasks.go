@@ -7,6 +7,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/agents-fleet/fleet/protocol"
 	"github.com/agents-fleet/fleet/provider"
 )
 
@@ -75,6 +76,12 @@ type worker struct {
 	recent                        recentLines
 	approvals                     int  // native approvals asked for its tool requests (ids <task>.p<N>)
 	cleaning                      bool // /clean is removing its worktree
+	landing                       bool // /merge is landing its work
+	// Its git state (Lander): the last one read, when, and whether it may
+	// have changed since.
+	git      *protocol.WorkerGit
+	gitAt    time.Time
+	gitStale bool
 	// lastActivity is updated on the hot output path without e.mu.
 	lastActivity atomic.Int64 // epoch ms
 }
@@ -158,7 +165,7 @@ func (e *Engine) startLocked(t *task) {
 	go func() {
 		defer e.runWG.Done()
 		defer cancel(nil)
-		e.settle(w, t, e.run(ctx, h))
+		e.finishWork(w, t, e.run(ctx, h))
 	}()
 }
 

@@ -13,9 +13,10 @@ import (
 type Workspaces interface {
 	// Prepare creates the worker's workspace. It may take a while (git).
 	Prepare(ctx context.Context, worker string) (Workspace, error)
-	// Remove deletes a finished worker's workspace; a workspace with
-	// uncommitted changes is kept unless force.
-	Remove(ctx context.Context, worker string, force bool) error
+	// Remove deletes a finished worker's workspace. Without Force it keeps
+	// one with uncommitted changes or work that is on no other branch;
+	// with Force the branch stays unless DeleteBranch.
+	Remove(ctx context.Context, worker string, opts RemoveOptions) error
 }
 
 // Workspace is one worker's directory.

@@ -70,6 +70,51 @@ type FleetWorkerSummary struct {
 	OutputTokens   *int64   `json:"outputTokens,omitempty"`
 	CompletedAt    int64    `json:"completedAt,omitempty"`
 	DurationMs     *int64   `json:"durationMs,omitempty"`
+	// Git is an extension (docs/landing-work.md): the worker's branch and
+	// how its work stands against the base branch. Absent for a worker
+	// without a worktree and until the fleet first read it.
+	Git *WorkerGit `json:"git,omitempty"`
+}
+
+// MaxWorkerGitFiles bounds WorkerGit.Files in a fleetState; filesChanged
+// still counts them all.
+const MaxWorkerGitFiles = 20
+
+// WorkerGit is a worker's git state (extension of FleetWorkerSummary).
+type WorkerGit struct {
+	Branch     string `json:"branch"`
+	Head       string `json:"head,omitempty"`       // the branch's tip
+	BaseBranch string `json:"baseBranch,omitempty"` // what it merges into by default
+	BaseCommit string `json:"baseCommit,omitempty"` // merge-base of the tip and baseBranch
+	Ahead      int64  `json:"ahead"`                // commits not on baseBranch
+	Behind     int64  `json:"behind"`               // baseBranch commits not on the branch
+	// Uncommitted counts paths with uncommitted changes or untracked files.
+	Uncommitted  int64 `json:"uncommitted"`
+	FilesChanged int64 `json:"filesChanged"` // committed and uncommitted, against baseCommit
+	LinesAdded   int64 `json:"linesAdded"`
+	LinesRemoved int64 `json:"linesRemoved"`
+	// Files are the changed files, sorted by path, at most MaxWorkerGitFiles.
+	Files []WorkerGitFile `json:"files,omitempty"`
+	// Mergeable says whether the work (committed and uncommitted) merges
+	// into baseBranch cleanly right now (a dry run); absent when unknown.
+	Mergeable *bool    `json:"mergeable,omitempty"`
+	Conflicts []string `json:"conflicts,omitempty"` // files that would conflict
+	Merged    bool     `json:"merged"`
+	// MergedInto is the branch the work was landed in.
+	MergedInto string `json:"mergedInto,omitempty"`
+	// WorktreeMissing: the worktree directory is gone (deleted or moved by
+	// hand); the state is the branch's.
+	WorktreeMissing bool  `json:"worktreeMissing,omitempty"`
+	UpdatedAt       int64 `json:"updatedAt,omitempty"` // when the fleet read it
+}
+
+// WorkerGitFile is one changed file of WorkerGit.
+type WorkerGitFile struct {
+	Path    string `json:"path"`   // inside the repository
+	Status  string `json:"status"` // added, modified, deleted (open string)
+	Added   int64  `json:"added"`  // lines; 0 for a binary file
+	Removed int64  `json:"removed"`
+	Binary  bool   `json:"binary,omitempty"`
 }
 
 // FleetTokenState is token and context-window data; every field is optional.

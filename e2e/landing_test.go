@@ -1,0 +1,304 @@
+package e2e
+
+import (
+	"bytes"
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/agents-fleet/fleet/internal/modelmock"
+	"github.com/agents-fleet/fleet/protocol"
+)
+
+// gitIn runs git in dir and returns its trimmed output.
+func gitIn(t testing.TB, dir string, args ...string) string {
+	t.Helper()
+	cmd := exec.Command("git", append([]string{"-C", dir, "-c", "user.email=t@example.com", "-c", "user.name=t"}, args...)...)
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("git %v: %v\n%s", args, err, out)
+	}
+	return strings.TrimSpace(string(out))
+}
+
+// treeState is everything about the user's repository that a refused
+// landing must leave as it was.
+func treeState(t testing.TB, dir string) string {
+	t.Helper()
+	var b strings.Builder
+	b.WriteString(gitIn(t, dir, "rev-parse", "HEAD") + "\n")
+	b.WriteString(gitIn(t, dir, "status", "--porcelain=v1", "--untracked-files=all") + "\n")
+	b.WriteString(gitIn(t, dir, "for-each-ref", "--format=%(refname) %(objectname)", "refs/heads/") + "\n")
+	filepath.WalkDir(dir, func(p string, d os.DirEntry, err error) error {
+		if err != nil || d.IsDir() && d.Name() == ".git" {
+			return filepath.SkipDir
+		}
+		if !d.IsDir() {
+			c, _ := os.ReadFile(p)
+			b.WriteString(p + "\x00" + string(c) + "\x00")
+		}
+		return nil
+	})
+	return b.String()
+}
+
+// gitOf waits for a fleetState in which worker's git state satisfies ok.
+func gitOf(s *stream, what, worker string, ok func(*protocol.WorkerGit) bool) *protocol.WorkerGit {
+	s.t.Helper()
+	var got *protocol.WorkerGit
+	s.waitLong(what, func(m protocol.Message) bool {
+		fs, isFS := m.(*protocol.FleetState)
+		if !isFS {
+			return false
+		}
+		for _, w := range fs.Workers {
+			if w.ID == worker && w.Git != nil && ok(w.Git) {
+				got = w.Git
+				return true
+			}
+		}
+		return false
+	})
+	return got
+}
+
+func replyWith(prefix string) func(protocol.Message) bool {
+	return func(m protocol.Message) bool {
+		r, ok := m.(*protocol.Reply)
+		return ok && strings.HasPrefix(r.Text, prefix)
+	}
+}
+
+// The issue's walk-through with the local provider: review each worker's
+// diff, merge one, refuse a conflicting one (the tree byte-identical),
+// apply part of another, squash one from the console, open a PR for one
+// (fake gh), then try every clean-up on what was not merged.
+func TestLandingWorkersWork(t *testing.T) {
+	e := newEnv(t)
+	e.gitRepo()
+	repo := e.cwd
+	// A remote for fleet pr, and a fake gh that records its arguments.
+	remote := filepath.Join(t.TempDir(), "remote.git")
+	gitIn(t, repo, "init", "-q", "--bare", remote)
+	gitIn(t, repo, "remote", "add", "origin", remote)
+	ghDir := t.TempDir()
+	ghLog := filepath.Join(ghDir, "gh.log")
+	os.WriteFile(filepath.Join(ghDir, "gh"), []byte("#!/bin/sh\nprintf '%s\\n' \"$@\" >> "+ghLog+"\necho ---- >> "+ghLog+
+		"\n[ \"$1\" = pr ] && echo https://example.test/pull/7\nexit 0\n"), 0o755)
+
+	d := e.start("--control-socket", "--workers", "5")
+	c := d.dial(protocol.ClientREPL, "review")
+	session := c.Welcome().SessionID
+	s := watch(t, c)
+	s.waitFor("replayEnd", isType(protocol.TypeReplayEnd))
+	c.Prompt("$ echo one > one.txt\n$ printf 'hello from w2\\n' > README\n$ echo three > three.txt; echo extra > extra.txt\n$ echo four > four.txt\n$ echo five > five.txt")
+	for _, w := range []string{"w1", "w2", "w3", "w4", "w5"} {
+		// The local provider does not commit on settle by default: the
+		// work shows as uncommitted, and it merges cleanly.
+		g := gitOf(s, w+"'s git state", w, func(g *protocol.WorkerGit) bool {
+			return g.FilesChanged > 0 && g.Mergeable != nil
+		})
+		if g.Branch != "fleet/"+session+"/"+w || g.BaseBranch != "main" || g.Uncommitted == 0 || !*g.Mergeable || g.Merged {
+			t.Fatalf("%s: %+v", w, g)
+		}
+	}
+
+	// Review.
+	out, _, code := e.fleet("", "diff", "w1")
+	if code != 0 || !strings.Contains(out, "+one") || strings.Contains(out, "\x1b[") {
+		t.Fatalf("fleet diff w1 (%d): %s", code, out)
+	}
+	out, _, _ = e.fleet("", "diff", "w3", "--stat")
+	if !strings.Contains(out, "three.txt") || !strings.Contains(out, "extra.txt") || strings.Contains(out, "+three") {
+		t.Fatalf("fleet diff --stat: %s", out)
+	}
+	out, _, _ = e.fleet("", "diff", "w3", "extra.txt")
+	if !strings.Contains(out, "+extra") || strings.Contains(out, "three") {
+		t.Fatalf("fleet diff by path: %s", out)
+	}
+
+	// Merge w1 from the command line: a merge commit on main, the user's
+	// checked-out tree moved forward, w1 shown as merged.
+	out, errOut, code := e.fleet("", "merge", "w1")
+	if code != 0 || !strings.Contains(out, "Merged w1") {
+		t.Fatalf("fleet merge w1 (%d): %s%s", code, out, errOut)
+	}
+	if got, _ := os.ReadFile(filepath.Join(repo, "one.txt")); string(got) != "one\n" {
+		t.Fatalf("one.txt in the repository: %q", got)
+	}
+	if parents := strings.Fields(gitIn(t, repo, "log", "-1", "--format=%P", "main")); len(parents) != 2 {
+		t.Fatalf("not a merge commit: parents %v", parents)
+	}
+	gitOf(s, "w1 merged", "w1", func(g *protocol.WorkerGit) bool { return g.Merged && g.MergedInto == "main" })
+
+	// main moves on with a conflicting README: w2 no longer merges, and
+	// merging it is refused without touching anything.
+	os.WriteFile(filepath.Join(repo, "README"), []byte("hello from main\n"), 0o644)
+	gitIn(t, repo, "commit", "-q", "-am", "main edits README")
+	g := gitOf(s, "w2 conflicts", "w2", func(g *protocol.WorkerGit) bool { return g.Mergeable != nil && !*g.Mergeable })
+	if len(g.Conflicts) != 1 || g.Conflicts[0] != "README" || g.Behind == 0 {
+		t.Fatalf("w2 after main moved: %+v", g)
+	}
+	before := treeState(t, repo)
+	out, errOut, code = e.fleet("", "merge", "w2")
+	if code == 0 || !strings.Contains(errOut, "conflict") || !strings.Contains(errOut, "README") {
+		t.Fatalf("conflicting merge (%d): %s%s", code, out, errOut)
+	}
+	if after := treeState(t, repo); after != before {
+		t.Fatalf("a refused merge changed the repository:\n%s\n----\n%s", before, after)
+	}
+
+	// A dirty target is refused too.
+	os.WriteFile(filepath.Join(repo, "README"), []byte("local edit\n"), 0o644)
+	before = treeState(t, repo)
+	_, errOut, code = e.fleet("", "merge", "w4")
+	if code == 0 || !strings.Contains(errOut, "uncommitted") {
+		t.Fatalf("merge into a dirty tree (%d): %s", code, errOut)
+	}
+	if after := treeState(t, repo); after != before {
+		t.Fatal("a refused merge changed the dirty repository")
+	}
+	gitIn(t, repo, "checkout", "-q", "--", "README")
+
+	// Apply part of w3: only three.txt, uncommitted and unstaged.
+	out, errOut, code = e.fleet("", "apply", "w3", "three.txt")
+	if code != 0 {
+		t.Fatalf("fleet apply (%d): %s%s", code, out, errOut)
+	}
+	if got, _ := os.ReadFile(filepath.Join(repo, "three.txt")); string(got) != "three\n" {
+		t.Fatalf("three.txt: %q", got)
+	}
+	if _, err := os.Stat(filepath.Join(repo, "extra.txt")); err == nil {
+		t.Fatal("apply by path applied extra.txt too")
+	}
+	if staged := gitIn(t, repo, "diff", "--cached", "--name-only"); staged != "" {
+		t.Fatalf("apply staged %s", staged)
+	}
+	os.Remove(filepath.Join(repo, "three.txt"))
+
+	// /diff and /merge --squash from a console.
+	c.Prompt("/diff w4")
+	r := s.waitLong("/diff reply", replyWith("diff --git")).(*protocol.Reply)
+	if !strings.Contains(r.Text, "+four") {
+		t.Fatalf("/diff: %s", r.Text)
+	}
+	c.Prompt("/merge w4 --squash")
+	s.waitLong("/merge reply", func(m protocol.Message) bool {
+		r, ok := m.(*protocol.Reply)
+		return ok && strings.Contains(r.Text, "Squashed w4")
+	})
+	if parents := strings.Fields(gitIn(t, repo, "log", "-1", "--format=%P", "main")); len(parents) != 1 {
+		t.Fatalf("squash made a merge commit: %v", parents)
+	}
+	if got, _ := os.ReadFile(filepath.Join(repo, "four.txt")); string(got) != "four\n" {
+		t.Fatalf("four.txt after the squash: %q", got)
+	}
+	gitOf(s, "w4 merged", "w4", func(g *protocol.WorkerGit) bool { return g.Merged })
+
+	// Hand w3 on as a pull request, through the fake gh.
+	path := ghDir + string(os.PathListSeparator) + os.Getenv("PATH")
+	out, errOut, code = e.fleetEnv([]string{"PATH=" + path}, "pr", "w3", "--draft")
+	if code != 0 || !strings.Contains(out, "https://example.test/pull/7") {
+		t.Fatalf("fleet pr (%d): %s%s", code, out, errOut)
+	}
+	branch := "fleet/" + session + "/w3"
+	if got := gitIn(t, remote, "rev-parse", branch); got != gitIn(t, repo, "rev-parse", branch) {
+		t.Fatalf("remote has %s at %s", branch, got)
+	}
+	logged, _ := os.ReadFile(ghLog)
+	for _, want := range []string{"pr\ncreate\n", "--head\n" + branch + "\n", "--base\nmain\n", "--draft\n", "t3: echo three"} {
+		if !bytes.Contains(logged, []byte(want)) {
+			t.Fatalf("gh was not run with %q:\n%s", want, logged)
+		}
+	}
+
+	// Clean-up never loses work. w1 and w4 are merged and w3 is pushed:
+	// their worktrees go. w2 (unmerged, conflicting) and w5 (never
+	// landed) stay.
+	c.Prompt("/clean")
+	r = s.waitLong("/clean", replyWith("Removed")).(*protocol.Reply)
+	if !strings.Contains(r.Text, "Removed 3 worktree(s): w1, w3, w4") || !strings.Contains(r.Text, "Kept 2") {
+		t.Fatalf("/clean: %s", r.Text)
+	}
+	out, _, _ = e.fleet("", "worktrees", "prune")
+	if strings.Contains(out, "removed") || !strings.Contains(out, "w2") || !strings.Contains(out, "w5") {
+		t.Fatalf("prune removed unlanded work:\n%s", out)
+	}
+	out, _, _ = e.fleet("", "worktrees", "prune", "--force")
+	if !strings.Contains(out, "w2 (branch fleet/"+session+"/w2 kept") {
+		t.Fatalf("prune --force: %s", out)
+	}
+	// The branches are still there, with the work that was uncommitted
+	// saved on them.
+	if got := gitIn(t, repo, "show", "fleet/"+session+"/w2:README"); got != "hello from w2" {
+		t.Fatalf("w2's work: %q", got)
+	}
+	if got := gitIn(t, repo, "show", "fleet/"+session+"/w5:five.txt"); got != "five" {
+		t.Fatalf("w5's work: %q", got)
+	}
+	d.stop()
+}
+
+// fleetEnv is fleet with extra environment.
+func (e *env) fleetEnv(extra []string, args ...string) (string, string, int) {
+	e.t.Helper()
+	cmd := exec.Command(fleetBin, args...)
+	cmd.Dir = e.cwd
+	cmd.Env = append(e.environ(), extra...)
+	var o, s bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &o, &s
+	err := cmd.Run()
+	code := 0
+	if ee, ok := err.(*exec.ExitError); ok {
+		code = ee.ExitCode()
+	} else if err != nil {
+		e.t.Fatal(err)
+	}
+	return o.String(), s.String(), code
+}
+
+// With an agent provider the worker's work is committed on its branch
+// when it settles, and merges like any other.
+func TestClaudeWorkIsCommittedOnSettleAndMerges(t *testing.T) {
+	u := func(in, out int64) modelmock.Usage { return modelmock.Usage{Input: in, Output: out} }
+	ae := newAgentEnv(t, "claude", modelmock.Script{Rules: []modelmock.Rule{
+		{Name: "write", Match: "greet:", Turns: []modelmock.Turn{
+			{Usage: u(100, 10), ToolCalls: []modelmock.ToolCall{{Name: "Write", Input: map[string]any{"file_path": "hello.txt", "content": "hello\n"}}}},
+			{Text: "Wrote hello.txt.", Usage: u(110, 5)},
+		}},
+	}})
+	d := ae.start("--control-socket", "--provider", "claude")
+	c := d.dial(protocol.ClientOther, "op")
+	s := watch(t, c)
+	s.waitFor("replayEnd", isType(protocol.TypeReplayEnd))
+	c.Send(&protocol.Prompt{Text: "/spawn greet: add hello.txt"})
+	ask := s.waitLong("the Write permission", isType(protocol.TypeAskRequest)).(*protocol.AskRequest)
+	c.Send(&protocol.AskResponse{ID: ask.ID, Text: "allow"})
+	g := gitOf(s, "w1 committed", "w1", func(g *protocol.WorkerGit) bool { return g.Ahead == 1 && g.Uncommitted == 0 })
+	if g.FilesChanged != 1 || len(g.Files) != 1 || g.Files[0].Path != "hello.txt" || g.Files[0].Added != 1 || g.Mergeable == nil || !*g.Mergeable {
+		t.Fatalf("w1 after settling: %+v", g)
+	}
+	msg := gitIn(t, ae.cwd, "log", "-1", "--format=%B", g.Branch)
+	if !strings.Contains(msg, "greet: add hello.txt") || !strings.Contains(msg, "Fleet-Worker: w1 (claude") {
+		t.Fatalf("commit message: %s", msg)
+	}
+	out, errOut, code := ae.fleet("", "merge", "w1", "--rebase")
+	if code != 0 || !strings.Contains(out, "Rebased w1") {
+		t.Fatalf("fleet merge --rebase (%d): %s%s", code, out, errOut)
+	}
+	if got, _ := os.ReadFile(filepath.Join(ae.cwd, "hello.txt")); string(got) != "hello\n" {
+		t.Fatalf("hello.txt: %q", got)
+	}
+	out, _, _ = ae.fleet("", "workers", "--json")
+	var rows []struct {
+		Worker string             `json:"worker"`
+		Git    protocol.WorkerGit `json:"git"`
+	}
+	if err := json.Unmarshal([]byte(out), &rows); err != nil || len(rows) != 1 || !rows[0].Git.Merged {
+		t.Fatalf("fleet workers --json: %v %s", err, out)
+	}
+	d.stop()
+}
