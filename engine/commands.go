@@ -32,6 +32,7 @@ func init() {
 		{"/clean", "/clean [worker...] [--force]", "Remove finished workers' worktrees (dirty ones only with --force).", "workers", (*Engine).cmdClean},
 		{"/spawn", "/spawn [--provider P] [--model M] TEXT", "Start a worker on TEXT directly, without the coordinator.", "workers", (*Engine).cmdSpawn},
 		{"/tell", "/tell WORKER TEXT", "Send a follow-up turn to a worker (resuming its agent session if it settled).", "workers", (*Engine).cmdTell},
+		{"/budget", "/budget [session|worker|WORKER] [N|off]", "Token budgets: use against them (and cost where prices are set), or set them.", "workers", (*Engine).cmdBudget},
 		{"/hold", "/hold <task> <reason>", "Native sessions: hold a task in the root until an operator releases it.", "tasks", (*Engine).cmdHold},
 	}
 }
