@@ -463,8 +463,12 @@ func (e *Engine) budgetHold(ctx context.Context, h *host, id, reason string) boo
 		case err != nil:
 			e.log.Error("ask the native root about a budget hold", "id", id, "err", err)
 		case adm.Start: // released
+			s := Settlement{TaskID: id, At: time.Now()}
+			if h != nil {
+				s.WorkerID = h.w.id
+			}
 			sctx, cancel := context.WithTimeout(context.Background(), nativeTimeout)
-			if _, err := g.Settle(sctx, Settlement{TaskID: id, At: time.Now()}); err != nil {
+			if _, err := g.Settle(sctx, s); err != nil {
 				e.log.Error("settle a released budget hold", "id", id, "err", err)
 			}
 			cancel()

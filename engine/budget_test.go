@@ -384,3 +384,34 @@ func TestCostAndFormatting(t *testing.T) {
 		}
 	}
 }
+
+// The session budget in a native session is one hold (budget.N) that the
+// paused workers wait on; released, they go on.
+func TestNativeSessionBudgetHold(t *testing.T) {
+	g := &holdingGovernor{fakeGovernor: newFakeGovernor(), held: map[string]string{}}
+	p := &usageProvider{}
+	e, rec := newEngine(t, func(c *Config) { c.Provider = p; c.Governor = g; c.Budgets = Budgets{SessionTokens: 500} })
+	e.Prompt("test", "/spawn use 550 wait")
+	rec.waitFor("the hold reply", func(m protocol.Message) bool {
+		r, ok := m.(*protocol.Reply)
+		return ok && strings.HasPrefix(r.Text, "The session is held in the native root")
+	})
+	var id string
+	waitUntil(t, "the session's hold", func() bool {
+		for k, why := range g.holds() {
+			if strings.HasPrefix(k, "budget.") && strings.Contains(why, "session token budget exhausted (550 of 500 tokens)") {
+				id = k
+			}
+		}
+		return id != ""
+	})
+	waitUntil(t, "w1 idle while held", func() bool { return e.workerStatus("w1") == workerIdle })
+	g.mu.Lock()
+	delete(g.held, id)
+	g.mu.Unlock()
+	e.GovernorChanged()
+	rec.waitFor("t1 done", hub("task.updated", "t1 done"))
+	if got := p.texts(); len(got) != 2 || got[1] != budgetContinue {
+		t.Fatalf("turns %q", got)
+	}
+}
