@@ -96,6 +96,11 @@ type File struct {
 	// Landing configures how workers' work is committed and handed on
 	// (docs/landing-work.md).
 	Landing Landing `json:"landing,omitzero"`
+	// Budgets are the token budgets (docs/budgets.md); absent or 0: none.
+	Budgets Budgets `json:"budgets,omitzero"`
+	// Prices are what models cost, by model name, for the cost /budget
+	// shows; there is no built-in price list.
+	Prices map[string]Price `json:"prices,omitempty"`
 }
 
 // Landing is the "landing" object of config.json.
@@ -108,6 +113,21 @@ type Landing struct {
 	PRCommand string `json:"prCommand,omitempty"`
 	// Remote is where fleet pr pushes; default origin.
 	Remote string `json:"remote,omitempty"`
+}
+
+// Budgets is the "budgets" object: tokens (input + output) a worker and
+// the whole session may use before an operator must raise the budget.
+type Budgets struct {
+	WorkerTokens  *int64 `json:"workerTokens,omitempty"`
+	SessionTokens *int64 `json:"sessionTokens,omitempty"`
+}
+
+// Price is one model's entry of "prices", in USD per million tokens.
+type Price struct {
+	InputPerMTok      float64 `json:"inputPerMTok"`
+	OutputPerMTok     float64 `json:"outputPerMTok"`
+	CacheReadPerMTok  float64 `json:"cacheReadPerMTok"`
+	CacheWritePerMTok float64 `json:"cacheWritePerMTok"`
 }
 
 // ProviderConfig is one entry of "providers" (docs/providers.md).
@@ -293,6 +313,30 @@ func (f File) validate() error {
 		for k := range pc.Env {
 			if k == "" || strings.ContainsAny(k, "=\x00") {
 				return fmt.Errorf("field \"providers.%s.env\": %q is not a variable name", name, k)
+			}
+		}
+	}
+	for _, b := range []struct {
+		name string
+		v    *int64
+	}{{"workerTokens", f.Budgets.WorkerTokens}, {"sessionTokens", f.Budgets.SessionTokens}} {
+		if b.v != nil && *b.v < 0 {
+			return fmt.Errorf("field \"budgets.%s\" must be a positive number of tokens (0 or absent: no budget), got %d", b.name, *b.v)
+		}
+	}
+	if len(f.Prices) > 1024 {
+		return fmt.Errorf("field \"prices\" has %d models; the limit is 1024", len(f.Prices))
+	}
+	for model, p := range f.Prices {
+		if strings.TrimSpace(model) == "" {
+			return errors.New("field \"prices\": a model name is empty")
+		}
+		for _, v := range []struct {
+			name string
+			v    float64
+		}{{"inputPerMTok", p.InputPerMTok}, {"outputPerMTok", p.OutputPerMTok}, {"cacheReadPerMTok", p.CacheReadPerMTok}, {"cacheWritePerMTok", p.CacheWritePerMTok}} {
+			if v.v < 0 {
+				return fmt.Errorf("field \"prices.%s.%s\" must not be negative, got %g", model, v.name, v.v)
 			}
 		}
 	}

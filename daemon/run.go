@@ -199,6 +199,8 @@ func Run(ctx context.Context, o Options) error {
 		Workers:        sw.Workers,
 		RequestTTL:     o.RequestTTL,
 		StatusInterval: o.StatusEvery,
+		Budgets:        engineBudgets(file.Budgets),
+		Prices:         enginePrices(file.Prices),
 	})
 	// The server was built first (it is where the engine's events go);
 	// the engine it drives exists now.

@@ -104,10 +104,20 @@ func (e *Engine) runTurn(ctx context.Context, h *host, dir, text string) provide
 	}
 	defer sess.Close()
 	for {
+		if err := e.budgetGate(ctx, h); err != nil {
+			return provider.TurnEnded{ExitCode: -1, Err: err, Interrupted: ctx.Err() != nil}
+		}
 		if err := sess.Send(ctx, provider.Turn{Text: text}); err != nil {
 			return provider.TurnEnded{ExitCode: -1, Err: fmt.Errorf("send the task to %s: %w", prov.Name(), err)}
 		}
 		res := e.awaitTurn(ctx, h, sess, quiet(prov))
+		// Interrupted at a budget: the same session goes on once raised.
+		if paused, err := e.budgetPaused(ctx, h, sess, res); err != nil {
+			return provider.TurnEnded{ExitCode: -1, Err: err}
+		} else if paused {
+			text = budgetContinue
+			continue
+		}
 		if res.Err != nil || res.Interrupted {
 			return res
 		}
@@ -132,10 +142,13 @@ func (e *Engine) awaitTurn(ctx context.Context, h *host, sess provider.Session, 
 		defer tick.Stop()
 		stall = tick.C
 	}
+	pause := e.budgetPause(h)
 	for {
 		select {
 		case res := <-h.turns:
 			return res
+		case <-pause:
+			return e.budgetInterrupt(h, sess)
 		case <-sess.Done():
 			select {
 			case res := <-h.turns:
@@ -443,6 +456,7 @@ func (e *Engine) addUsage(h *host, u provider.Usage) {
 	if h.w != nil {
 		e.saveWorkerLocked(h.w)
 	}
+	e.checkBudgetsLocked(h)
 	e.changedLocked()
 }
 

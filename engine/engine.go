@@ -78,6 +78,11 @@ type Config struct {
 	// StallTimeout fails an agent turn that showed no activity for this
 	// long while not waiting on the operator; 0 never does.
 	StallTimeout time.Duration
+	// Budgets are the token budgets (budget.go); zero values: none.
+	Budgets Budgets
+	// Prices are USD per million tokens by model name, for the cost /budget
+	// shows; a model without one shows none.
+	Prices map[string]Price
 }
 
 // Engine is one fleet session. Create it with New, start its periodic
@@ -114,6 +119,7 @@ type Engine struct {
 	coordModel    string
 	coordTokens   tokens
 	sessionTokens tokens
+	budget        budgetState // token budgets (budget.go)
 
 	runWG sync.WaitGroup // task goroutines, the native admitLoop
 
@@ -168,6 +174,7 @@ func New(cfg Config) *Engine {
 		admitStop:  make(chan struct{}),
 	}
 	e.broker.init(e)
+	e.budget.init(cfg.Budgets)
 	e.pub.Broadcast(commandCatalog())
 	if cfg.Governor != nil {
 		e.runWG.Add(1)

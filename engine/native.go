@@ -235,6 +235,12 @@ func (e *Engine) admitPending() {
 		if room <= 0 {
 			continue // reserve every new task; start only what fits
 		}
+		e.mu.Lock()
+		held := e.budgetHoldsLocked(t)
+		e.mu.Unlock()
+		if held {
+			continue
+		}
 		ctx, cancel := context.WithTimeout(context.Background(), nativeTimeout)
 		adm, err := e.cfg.Governor.Admit(ctx, t.id)
 		cancel()

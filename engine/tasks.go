@@ -124,7 +124,7 @@ func (e *Engine) dispatchLocked() {
 		if running >= e.cfg.Workers {
 			return
 		}
-		if t.status == taskPending && !t.planned {
+		if t.status == taskPending && !t.planned && !e.budgetHoldsLocked(t) {
 			e.startLocked(t)
 			running++
 		}

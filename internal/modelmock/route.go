@@ -14,6 +14,9 @@ import (
 // reminder text next to tool results; Codex sends environment-context user
 // messages before the prompt). A user message whose text blocks are all
 // <system-reminder>/<environment_context> wrappers is context, not a prompt.
+// One exception: after an interrupt during a tool call, Claude sends the
+// rejected call's result, "[Request interrupted by user for tool use]" and
+// the next prompt in one message; the text after that marker is a prompt.
 //
 // The turn index is the number of model requests already answered since the
 // prompt, counted as groups of tool results: every model response that
@@ -86,6 +89,8 @@ func (r anthropicRequest) route() (prompt string, turn int) {
 		texts, results := anthropicParts(m.Content)
 		if results == 0 && len(texts) > 0 && !contextOnly(texts) {
 			start, prompt = i, strings.Join(texts, "\n")
+		} else if p := afterInterrupt(texts); results > 0 && p != "" {
+			start, prompt = i, p
 		}
 	}
 	inResults := false
@@ -101,6 +106,29 @@ func (r anthropicRequest) route() (prompt string, turn int) {
 		}
 	}
 	return prompt, turn
+}
+
+// interruptMarker starts the text Claude Code adds when a turn was
+// interrupted ("[Request interrupted by user for tool use]").
+const interruptMarker = "[Request interrupted by user"
+
+// afterInterrupt is the prompt that follows Claude's interrupt marker in
+// the same user message, "" when there is none: after an interrupt during
+// a tool call, the CLI sends the rejected call's tool_result, the marker
+// and the next prompt as one message.
+func afterInterrupt(texts []string) string {
+	for i, t := range texts {
+		if strings.HasPrefix(strings.TrimSpace(t), interruptMarker) {
+			var rest []string
+			for _, r := range texts[i+1:] {
+				if !contextOnly([]string{r}) {
+					rest = append(rest, r)
+				}
+			}
+			return strings.Join(rest, "\n")
+		}
+	}
+	return ""
 }
 
 // anthropicParts returns a user message's text blocks and its number of

@@ -159,9 +159,14 @@ func TestTurnsAndResume(t *testing.T) {
 	if len(edits) != 1 || edits[0] != (provider.FileEdited{Path: newFile, Change: provider.Created, Tool: "Write"}) {
 		t.Fatalf("file edits = %+v", edits)
 	}
-	usage := ofType[provider.Usage](evs)
+	// One Usage per response (its input side, as it arrives) and one
+	// with the result (the output): together exactly the turn's.
+	if ev := ofType[provider.Usage](evs); len(ev) != 4 || ev[0].InputTokens != 100 || ev[0].OutputTokens != 0 || ev[3].OutputTokens != 35 {
+		t.Fatalf("usage events = %+v; want one per response, then the result's", ev)
+	}
+	usage := turnUsage(evs)
 	if len(usage) != 1 {
-		t.Fatalf("usage events = %+v; want one per turn", usage)
+		t.Fatalf("turn usage = %+v; want one turn", usage)
 	}
 	u := usage[0]
 	if u.InputTokens != 340 || u.OutputTokens != 35 || u.CacheReadTokens != 7 || u.CacheWriteTokens != 3 {
@@ -190,7 +195,7 @@ func TestTurnsAndResume(t *testing.T) {
 	if len(edits) != 2 || edits[1] != (provider.FileEdited{Path: newFile, Change: provider.Edited, Tool: "Edit"}) {
 		t.Fatalf("file edits = %+v", edits)
 	}
-	usage = ofType[provider.Usage](evs)
+	usage = turnUsage(evs)
 	if len(usage) != 2 || usage[1].InputTokens != 350 || usage[1].OutputTokens != 21 {
 		t.Fatalf("turn 2 usage = %+v; want exactly 350 in, 21 out", usage)
 	}

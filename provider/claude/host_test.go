@@ -141,6 +141,27 @@ func ofType[T provider.Event](evs []provider.Event) []T {
 	return out
 }
 
+// turnUsage sums each turn's Usage events (the ones before each
+// TurnEnded); the context fields are the turn's last ones.
+func turnUsage(evs []provider.Event) []provider.Usage {
+	var out []provider.Usage
+	var u provider.Usage
+	for _, ev := range evs {
+		switch ev := ev.(type) {
+		case provider.Usage:
+			u.InputTokens += ev.InputTokens
+			u.OutputTokens += ev.OutputTokens
+			u.CacheReadTokens += ev.CacheReadTokens
+			u.CacheWriteTokens += ev.CacheWriteTokens
+			u.ContextTokens, u.ContextWindow = ev.ContextTokens, ev.ContextWindow
+		case provider.TurnEnded:
+			out = append(out, u)
+			u = provider.Usage{}
+		}
+	}
+	return out
+}
+
 // kinds is the event types in order, e.g. "ToolStarted", consecutive
 // repeats kept.
 func kinds(evs []provider.Event) []string {

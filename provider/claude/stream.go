@@ -21,6 +21,10 @@ type stream struct {
 	lastMsgID string // the main thread's latest model response
 	ctxTokens int64  // its context size (input + cache read + cache write)
 	started   bool   // the CLI answered initialize
+	// sent is the input side of the turn's responses already reported as
+	// Usage (each response's, when it arrived); the result reports the
+	// rest, so that the turn's Usage adds up to its result.usage.
+	sent provider.Usage
 
 	lines        int64
 	unknown      map[string]int // line and block types ignored, by "type" or "type/subtype"
@@ -216,6 +220,14 @@ func (s *session) onAssistant(e envelope) {
 			return true
 		})
 		s.st.ctxTokens = in + cr + cw
+		// The input side is reported as the response arrives, so that a
+		// budget sees a long turn grow; its output comes with the result.
+		if in+cr+cw > 0 {
+			s.st.sent.InputTokens += in
+			s.st.sent.CacheReadTokens += cr
+			s.st.sent.CacheWriteTokens += cw
+			s.h.Event(provider.Usage{InputTokens: in, CacheReadTokens: cr, CacheWriteTokens: cw, ContextTokens: in + cr + cw})
+		}
 	}
 	_ = arrayElems(content, func(b []byte) bool {
 		s.onAssistantBlock(b, sub)
@@ -498,8 +510,10 @@ func parseResult(line []byte) (resultLine, error) {
 }
 
 // onResult ends the turn. result.usage is the turn's own total (the sum of
-// its requests, each once); modelUsage accumulates over the session and
-// only gives the context window.
+// its requests, each once): what of it was not reported yet (the output,
+// and any input the responses did not show) is the turn's last Usage.
+// modelUsage accumulates over the session and only gives the context
+// window.
 func (s *session) onResult(line []byte) {
 	r, err := parseResult(line)
 	if err != nil {
@@ -511,6 +525,8 @@ func (s *session) onResult(line []byte) {
 	s.turn = nil
 	s.disarmWatchdogLocked()
 	s.mu.Unlock()
+	sent := s.st.sent
+	s.st.sent = provider.Usage{}
 	if t == nil {
 		if s.st.startErr == "" {
 			s.st.startErr = resultError(r).Error()
@@ -519,10 +535,10 @@ func (s *session) onResult(line []byte) {
 		return
 	}
 	u := provider.Usage{
-		InputTokens:      r.InputTokens,
+		InputTokens:      max(r.InputTokens-sent.InputTokens, 0),
 		OutputTokens:     r.OutputTokens,
-		CacheReadTokens:  r.CacheRead,
-		CacheWriteTokens: r.CacheWrite,
+		CacheReadTokens:  max(r.CacheRead-sent.CacheReadTokens, 0),
+		CacheWriteTokens: max(r.CacheWrite-sent.CacheWriteTokens, 0),
 		ContextTokens:    s.st.ctxTokens,
 		ContextWindow:    contextWindow(r, s.st.model),
 	}

@@ -178,7 +178,12 @@ func TestRecordedTour(t *testing.T) {
 	if len(edits) != 2 || edits[0] != want[0] || edits[1] != want[1] {
 		t.Fatalf("edits = %+v", edits)
 	}
-	usage := ofType[provider.Usage](evs)
+	// Each response's input side is reported as it arrives; the result
+	// adds the output: a turn's Usage adds up to its result.usage.
+	if u := ofType[provider.Usage](evs); len(u) != 10 || u[0] != (provider.Usage{InputTokens: 2400, CacheReadTokens: 1200, CacheWriteTokens: 300, ContextTokens: 3900}) {
+		t.Fatalf("usage events = %+v; want one per response and one per result", u)
+	}
+	usage := turnUsage(evs)
 	wantU := []provider.Usage{
 		{InputTokens: 16700, OutputTokens: 375, CacheReadTokens: 20900, CacheWriteTokens: 300, ContextTokens: 3100 + 4200, ContextWindow: 1000000},
 		{InputTokens: 6700, OutputTokens: 70, CacheReadTokens: 8700, ContextTokens: 3400 + 4400, ContextWindow: 1000000},
