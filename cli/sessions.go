@@ -1,10 +1,12 @@
 package cli
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"text/tabwriter"
 	"time"
 
@@ -139,7 +141,11 @@ hand lose only their registration; their branches follow the same rules.`,
 			if err != nil {
 				return err
 			}
-			opts.Session = session
+			if session != "" {
+				if opts.Session, err = sessionOfPrefix(cmd.Context(), cwd, session); err != nil {
+					return err
+				}
+			}
 			removed, skipped, err := worktree.Prune(cmd.Context(), cwd, filepath.Join(home, "worktrees"), opts)
 			out := cmd.OutOrStdout()
 			for _, r := range removed {
@@ -162,4 +168,28 @@ hand lose only their registration; their branches follow the same rules.`,
 	prune.Flags().StringVar(&session, "session", "", "only this session's worktrees (its id)")
 	cmd.AddCommand(prune)
 	return cmd
+}
+
+// sessionOfPrefix is the session of this repository's fleet branches that
+// prefix names (an id or a unique prefix of one).
+func sessionOfPrefix(ctx context.Context, dir, prefix string) (string, error) {
+	_, branches, err := worktree.FleetBranches(ctx, dir)
+	if err != nil {
+		return "", err
+	}
+	found := map[string]bool{}
+	for _, b := range branches {
+		if strings.HasPrefix(b.Session, prefix) {
+			found[b.Session] = true
+		}
+	}
+	switch len(found) {
+	case 0:
+		return "", fmt.Errorf("no session %s has fleet branches in this repository", prefix)
+	case 1:
+		for s := range found {
+			return s, nil
+		}
+	}
+	return "", fmt.Errorf("%q names %d sessions; give more of the id", prefix, len(found))
 }

@@ -86,6 +86,30 @@ func (g *gitWorkspaces) Merge(ctx context.Context, worker string, o engine.Merge
 	return landing.Merge(ctx, w, mode, o.Into)
 }
 
+// PushCommand is the push fleet pr runs for worker.
+func (g *gitWorkspaces) PushCommand(worker string) string {
+	return "git push --set-upstream " + g.remote() + " " + g.m.Branch(worker)
+}
+
+func (g *gitWorkspaces) remote() string {
+	if g.landing.Remote != "" {
+		return g.landing.Remote
+	}
+	return "origin"
+}
+
+func (g *gitWorkspaces) PR(ctx context.Context, worker string, draft bool, work engine.Work) (string, error) {
+	w := g.worker(worker, work)
+	if work.TaskID == "" {
+		if note, err := worktree.BranchNote(ctx, w.Repo, w.Branch, worktree.NoteTask); err == nil {
+			w.Task = note
+		}
+	}
+	out := &cappedBuffer{max: 16 << 10}
+	err := landing.PR(ctx, w, landing.PROptions{Draft: draft, Remote: g.remote(), Hook: g.landing.PRCommand, Out: out})
+	return string(out.buf), err
+}
+
 // cappedBuffer keeps the first max bytes written to it.
 type cappedBuffer struct {
 	buf []byte

@@ -108,7 +108,7 @@ func Run(ctx context.Context, o Options) error {
 	if err != nil {
 		return fmt.Errorf("%s: %w", config.Path(home), err)
 	}
-	ws, head, notes := openWorkspaces(ctx, home, sess.id, cwd)
+	ws, head, notes := openWorkspaces(ctx, home, sess.id, cwd, file.Landing)
 
 	// A native session's work is governed by its root (DESIGN §7).
 	var gov engine.Governor

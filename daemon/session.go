@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/agents-fleet/fleet/config"
 	"github.com/agents-fleet/fleet/engine"
 	"github.com/agents-fleet/fleet/history"
 	"github.com/agents-fleet/fleet/internal/proctree"
@@ -120,7 +121,7 @@ func joinInts(ns []int) string {
 
 // openWorkspaces gives workers git worktrees when cwd is in a repository.
 // Outside one (or without git) tasks share cwd, and the notes say so once.
-func openWorkspaces(ctx context.Context, home, sessionID, cwd string) (ws engine.Workspaces, head string, notes []string) {
+func openWorkspaces(ctx context.Context, home, sessionID, cwd string, land config.Landing) (ws engine.Workspaces, head string, notes []string) {
 	root := filepath.Join(home, "worktrees", sessionID)
 	m, err := worktree.Open(ctx, cwd, root, sessionID)
 	if err != nil {
@@ -139,7 +140,7 @@ func openWorkspaces(ctx context.Context, home, sessionID, cwd string) (ws engine
 	if err != nil || rel == ".." || filepath.IsAbs(rel) || len(rel) >= 3 && rel[:3] == "../" {
 		rel = "."
 	}
-	return &gitWorkspaces{m: m, rel: rel, session: sessionID}, m.Head(), notes
+	return &gitWorkspaces{m: m, rel: rel, session: sessionID, landing: land}, m.Head(), notes
 }
 
 // gitWorkspaces adapts worktree.Manager to the engine: a worker runs in the
@@ -149,6 +150,7 @@ type gitWorkspaces struct {
 	m       *worktree.Manager
 	rel     string // the fleet's cwd relative to the repository root
 	session string
+	landing config.Landing // fleet pr's remote and hook, for /pr
 }
 
 func (g *gitWorkspaces) Prepare(ctx context.Context, worker string) (engine.Workspace, error) {

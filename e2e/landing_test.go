@@ -88,14 +88,15 @@ func TestLandingWorkersWork(t *testing.T) {
 	ghLog := filepath.Join(ghDir, "gh.log")
 	os.WriteFile(filepath.Join(ghDir, "gh"), []byte("#!/bin/sh\nprintf '%s\\n' \"$@\" >> "+ghLog+"\necho ---- >> "+ghLog+
 		"\n[ \"$1\" = pr ] && echo https://example.test/pull/7\nexit 0\n"), 0o755)
+	t.Setenv("PATH", ghDir+string(os.PathListSeparator)+os.Getenv("PATH"))
 
-	d := e.start("--control-socket", "--workers", "5")
+	d := e.start("--control-socket", "--workers", "6")
 	c := d.dial(protocol.ClientREPL, "review")
 	session := c.Welcome().SessionID
 	s := watch(t, c)
 	s.waitFor("replayEnd", isType(protocol.TypeReplayEnd))
-	c.Prompt("$ echo one > one.txt\n$ printf 'hello from w2\\n' > README\n$ echo three > three.txt; echo extra > extra.txt\n$ echo four > four.txt\n$ echo five > five.txt")
-	for _, w := range []string{"w1", "w2", "w3", "w4", "w5"} {
+	c.Prompt("$ echo one > one.txt\n$ printf 'hello from w2\\n' > README\n$ echo three > three.txt; echo extra > extra.txt\n$ echo four > four.txt\n$ echo five > five.txt\n$ echo six > six.txt")
+	for _, w := range []string{"w1", "w2", "w3", "w4", "w5", "w6"} {
 		// The local provider does not commit on settle by default: the
 		// work shows as uncommitted, and it merges cleanly.
 		g := gitOf(s, w+"'s git state", w, func(g *protocol.WorkerGit) bool {
@@ -133,6 +134,13 @@ func TestLandingWorkersWork(t *testing.T) {
 		t.Fatalf("not a merge commit: parents %v", parents)
 	}
 	gitOf(s, "w1 merged", "w1", func(g *protocol.WorkerGit) bool { return g.Merged && g.MergedInto == "main" })
+	// A merged worker's commits and change can still be reviewed.
+	if out, _, _ := e.fleet("", "log", "w1"); !strings.Contains(out, "t1: echo one > one.txt") || !strings.Contains(out, "one.txt | 1 +") {
+		t.Fatalf("fleet log of a merged worker: %s", out)
+	}
+	if out, _, _ := e.fleet("", "diff", "w1"); !strings.Contains(out, "+one") {
+		t.Fatalf("fleet diff of a merged worker: %s", out)
+	}
 
 	// main moves on with a conflicting README: w2 no longer merges, and
 	// merging it is refused without touching anything.
@@ -199,8 +207,7 @@ func TestLandingWorkersWork(t *testing.T) {
 	gitOf(s, "w4 merged", "w4", func(g *protocol.WorkerGit) bool { return g.Merged })
 
 	// Hand w3 on as a pull request, through the fake gh.
-	path := ghDir + string(os.PathListSeparator) + os.Getenv("PATH")
-	out, errOut, code = e.fleetEnv([]string{"PATH=" + path}, "pr", "w3", "--draft")
+	out, errOut, code = e.fleet("", "pr", "w3", "--draft")
 	if code != 0 || !strings.Contains(out, "https://example.test/pull/7") {
 		t.Fatalf("fleet pr (%d): %s%s", code, out, errOut)
 	}
@@ -215,12 +222,27 @@ func TestLandingWorkersWork(t *testing.T) {
 		}
 	}
 
+	// /pr from a console: the push goes through the confirm policy.
+	c.Prompt("/pr w6")
+	confirm := s.waitLong("the push's confirm", isType(protocol.TypeConfirmRequest)).(*protocol.ConfirmRequest)
+	if !strings.Contains(confirm.Summary, "git push --set-upstream origin fleet/"+session+"/w6") {
+		t.Fatalf("confirm: %s", confirm.Summary)
+	}
+	c.Send(&protocol.ConfirmResponse{ID: confirm.ID, Approve: true})
+	r = s.waitLong("/pr reply", func(m protocol.Message) bool {
+		r, ok := m.(*protocol.Reply)
+		return ok && strings.Contains(r.Text, "example.test/pull/7")
+	}).(*protocol.Reply)
+	if gitIn(t, remote, "rev-parse", "fleet/"+session+"/w6") == "" {
+		t.Fatal("w6 not pushed")
+	}
+
 	// Clean-up never loses work. w1 and w4 are merged and w3 is pushed:
-	// their worktrees go. w2 (unmerged, conflicting) and w5 (never
-	// landed) stay.
+	// their worktrees go, and w6's (pushed). w2 (unmerged, conflicting)
+	// and w5 (never landed) stay.
 	c.Prompt("/clean")
 	r = s.waitLong("/clean", replyWith("Removed")).(*protocol.Reply)
-	if !strings.Contains(r.Text, "Removed 3 worktree(s): w1, w3, w4") || !strings.Contains(r.Text, "Kept 2") {
+	if !strings.Contains(r.Text, "Removed 4 worktree(s): w1, w3, w4, w6") || !strings.Contains(r.Text, "Kept 2") {
 		t.Fatalf("/clean: %s", r.Text)
 	}
 	out, _, _ = e.fleet("", "worktrees", "prune")
@@ -240,24 +262,6 @@ func TestLandingWorkersWork(t *testing.T) {
 		t.Fatalf("w5's work: %q", got)
 	}
 	d.stop()
-}
-
-// fleetEnv is fleet with extra environment.
-func (e *env) fleetEnv(extra []string, args ...string) (string, string, int) {
-	e.t.Helper()
-	cmd := exec.Command(fleetBin, args...)
-	cmd.Dir = e.cwd
-	cmd.Env = append(e.environ(), extra...)
-	var o, s bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &o, &s
-	err := cmd.Run()
-	code := 0
-	if ee, ok := err.(*exec.ExitError); ok {
-		code = ee.ExitCode()
-	} else if err != nil {
-		e.t.Fatal(err)
-	}
-	return o.String(), s.String(), code
 }
 
 // With an agent provider the worker's work is committed on its branch

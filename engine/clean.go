@@ -59,7 +59,7 @@ func (e *Engine) cmdClean(args string) string {
 		defer e.runWG.Done()
 		e.removeWorkspaces(targets, opts)
 	}()
-	return fmt.Sprintf("Removing %d worktree(s)…", len(targets))
+	return ""
 }
 
 func (e *Engine) removeWorkspaces(targets []*worker, opts RemoveOptions) {

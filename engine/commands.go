@@ -34,6 +34,7 @@ func init() {
 		{"/tell", "/tell WORKER TEXT", "Send a follow-up turn to a worker (resuming its agent session if it settled).", "workers", (*Engine).cmdTell},
 		{"/diff", "/diff WORKER [--stat] [PATH...]", "Show a worker's change against its base branch (committed and uncommitted).", "workers", (*Engine).cmdDiff},
 		{"/merge", "/merge WORKER [--squash|--rebase] [--into BRANCH]", "Merge a settled worker's branch into its base branch (refused, changing nothing, on conflicts or a dirty target).", "workers", (*Engine).cmdMerge},
+		{"/pr", "/pr WORKER [--draft]", "Push a settled worker's branch and open a pull request (gh, or the configured hook); the push is confirmed first.", "workers", (*Engine).cmdPR},
 		{"/budget", "/budget [session|worker|WORKER] [N|off]", "Token budgets: use against them (and cost where prices are set), or set them.", "workers", (*Engine).cmdBudget},
 		{"/hold", "/hold <task> <reason>", "Native sessions: hold a task in the root until an operator releases it.", "tasks", (*Engine).cmdHold},
 	}
@@ -59,7 +60,11 @@ func (e *Engine) handlePromptLocked(source, text string) {
 		name, args, _ := strings.Cut(trimmed, " ")
 		for _, c := range commands {
 			if c.name == name {
-				e.replyLocked(c.run(e, strings.TrimSpace(args)))
+				// A command that works in the background replies when done
+				// (one reply, so fleet send --wait-reply prints the result).
+				if r := c.run(e, strings.TrimSpace(args)); r != "" {
+					e.replyLocked(r)
+				}
 				return
 			}
 		}
@@ -154,6 +159,12 @@ func (e *Engine) cmdWorkers(string) string {
 	fmt.Fprintf(&b, "%d workers, %d active, cap %d", len(e.workers), e.activeWorkersLocked(), e.cfg.Workers)
 	for _, w := range e.shownWorkersLocked() {
 		fmt.Fprintf(&b, "\n  %-5s %-10s %-5s", w.id, w.status, w.taskID)
+		if n := w.tokens.total(); n > 0 {
+			fmt.Fprintf(&b, "  %s tokens", commas(n))
+			if c, ok := e.costLocked(w.model, w.tokens); ok {
+				b.WriteString(" " + dollars(c))
+			}
+		}
 		if g := gitSummary(w.git); g != "" {
 			b.WriteString("  " + g)
 		}

@@ -33,6 +33,11 @@ type Lander interface {
 	Diff(ctx context.Context, worker string, o DiffRequest, max int) (text string, truncated bool, err error)
 	// Merge lands the worker's work and returns what to tell the operator.
 	Merge(ctx context.Context, worker string, o MergeRequest, work Work) (string, error)
+	// PushCommand is the git push /pr would run, for the confirm policy.
+	PushCommand(worker string) string
+	// PR pushes the worker's branch and opens a pull request (or says how
+	// to); it returns what to tell the operator.
+	PR(ctx context.Context, worker string, draft bool, work Work) (string, error)
 }
 
 // Work describes what a worker did, for commit messages.
@@ -330,7 +335,7 @@ func (e *Engine) cmdDiff(args string) string {
 			e.replyLocked(text)
 		}
 	}()
-	return fmt.Sprintf("Diffing %s…", id)
+	return ""
 }
 
 // cmdMerge: /merge WORKER [--squash|--rebase] [--into BRANCH].
@@ -394,7 +399,74 @@ func (e *Engine) cmdMerge(args string) string {
 		e.hubLocked(id, "merged", text)
 		e.replyLocked(text)
 	}()
-	return fmt.Sprintf("Merging %s…", id)
+	return ""
+}
+
+// cmdPR: /pr WORKER [--draft]. The push goes through the confirm policy
+// like any other: when it matches, an operator confirms it first.
+func (e *Engine) cmdPR(args string) string {
+	const usage = "Usage: /pr WORKER [--draft]"
+	var id string
+	draft := false
+	for _, a := range strings.Fields(args) {
+		switch {
+		case a == "--draft":
+			draft = true
+		case strings.HasPrefix(a, "-") || id != "":
+			return usage
+		default:
+			id = a
+		}
+	}
+	if id == "" {
+		return usage
+	}
+	w, msg := e.landTargetLocked("open a pull request for", id)
+	if w == nil {
+		return msg
+	}
+	if w.status == workerRunning || w.status == workerIdle {
+		return fmt.Sprintf("%s is still working; wait for it to settle (or /cancel it) before handing it on.", id)
+	}
+	var work Work
+	if t := e.taskByID[w.taskID]; t != nil {
+		work = e.workLocked(w, t, nil)
+	}
+	l := e.lander()
+	push := l.PushCommand(id)
+	needsConfirm := e.cfg.Policy != nil && e.cfg.Policy.Match(push) != ""
+	w.landing = true
+	e.runWG.Add(1)
+	go func() {
+		defer e.runWG.Done()
+		ok := true
+		if needsConfirm {
+			// The broker ends the request on an answer, its expiry or shutdown.
+			ctx := context.Background()
+			ans, err := e.broker.raise(ctx, newHost(e, nil, nil, ctx), request{kind: kindConfirm,
+				summary: fmt.Sprintf("Push %s's branch and open a pull request? (%s)", id, push)})
+			ok = err == nil && ans.approve
+		}
+		text := fmt.Sprintf("Did not push %s: the push was not confirmed.", id)
+		if ok {
+			ctx, cancel := context.WithTimeout(context.Background(), workspaceTimeout)
+			var err error
+			text, err = l.PR(ctx, id, draft, work)
+			cancel()
+			if err != nil {
+				text = err.Error()
+			}
+		}
+		e.mu.Lock()
+		defer e.mu.Unlock()
+		w.landing = false
+		w.gitStale = true
+		e.replyLocked(strings.TrimRight(text, "\n"))
+	}()
+	if needsConfirm {
+		return fmt.Sprintf("Pushing %s needs a confirm (%s).", id, push)
+	}
+	return ""
 }
 
 func short(sha string) string {

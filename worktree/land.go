@@ -158,14 +158,15 @@ func Diff(ctx context.Context, w io.Writer, repo, branch, path string, o DiffOpt
 	if err != nil {
 		return fmt.Errorf("diff %s: %w", branch, err)
 	}
-	if wk.fork == wk.commit {
+	from := wk.reviewBase(ctx, repo)
+	if from == wk.commit {
 		return nil
 	}
 	args := []string{"diff", colorFlag(o.Color), "--no-ext-diff", "--no-relative"}
 	if o.Stat {
 		args = append(args, "--stat")
 	}
-	args = append(append(args, wk.fork, wk.commit, "--"), literal(o.Paths)...)
+	args = append(append(args, from, wk.commit, "--"), literal(o.Paths)...)
 	if _, err := runGitWith(ctx, repo, gitRun{stdout: w}, args...); err != nil {
 		return fmt.Errorf("diff %s: %w", branch, err)
 	}
@@ -179,15 +180,30 @@ func Log(ctx context.Context, w io.Writer, repo, branch string, color bool) erro
 	if err != nil {
 		return fmt.Errorf("log %s: %w", branch, err)
 	}
-	if wk.fork == wk.tip {
+	from := wk.reviewBase(ctx, repo)
+	if from == wk.tip {
 		return nil
 	}
 	_, err = runGitWith(ctx, repo, gitRun{stdout: w},
-		"log", colorFlag(color), "--stat", "--no-ext-diff", "--no-relative", wk.fork+".."+wk.tip, "--")
+		"log", colorFlag(color), "--stat", "--no-ext-diff", "--no-relative", from+".."+wk.tip, "--")
 	if err != nil {
 		return fmt.Errorf("log %s: %w", branch, err)
 	}
 	return nil
+}
+
+// reviewBase is what Diff and Log compare the work with: the merge-base
+// with the base branch, except once the work is in the base branch (merged,
+// so the merge-base is the tip): then the commit the worker started from,
+// so that a merged worker's change can still be reviewed.
+func (wk *work) reviewBase(ctx context.Context, repo string) string {
+	if wk.fork != wk.tip || wk.meta.start == "" || wk.meta.start == wk.tip {
+		return wk.fork
+	}
+	if in, err := isAncestor(ctx, repo, wk.meta.start, wk.tip); err == nil && in {
+		return wk.meta.start
+	}
+	return wk.fork
 }
 
 func colorFlag(on bool) string {
