@@ -437,6 +437,9 @@ func (e *Engine) toolCompleted(h *host, r provider.ToolCompleted) {
 	now := nowMs()
 	h.touch(now)
 	e.changedLocked()
+	if h.w != nil {
+		h.w.gitStale = true // the tool may have changed the worktree
+	}
 	e.pub.Broadcast(&protocol.ToolCall{
 		Agent: h.agent, Tool: r.Name, Phase: protocol.PhaseComplete, Ts: now,
 		AgentName: h.agent, Result: truncateRunes(r.Result, resultChars), IsError: protocol.Bool(r.IsError),

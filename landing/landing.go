@@ -79,6 +79,9 @@ type Settled struct {
 	Session         string
 	Failed          bool
 	Reason          string
+	// Landing, when set, says the work is committed as it is landed (the
+	// worker left it uncommitted) instead of how the task ended.
+	Landing string
 }
 
 // CommitMessage is the message of the commit the fleet makes on a worker's
@@ -96,13 +99,20 @@ func CommitMessage(s Settled) string {
 	if s.Model != "" {
 		agent += ", model " + s.Model
 	}
-	fmt.Fprintf(&b, "Fleet-Worker: %s (%s)\n", s.Worker, agent)
+	if agent != "" {
+		fmt.Fprintf(&b, "Fleet-Worker: %s (%s)\n", s.Worker, agent)
+	} else {
+		fmt.Fprintf(&b, "Fleet-Worker: %s\n", s.Worker)
+	}
 	if s.Session != "" {
 		fmt.Fprintf(&b, "Fleet-Session: %s\n", s.Session)
 	}
-	if s.Failed {
+	switch {
+	case s.Landing != "":
+		fmt.Fprintf(&b, "Fleet-Committed-By: %s\n", s.Landing)
+	case s.Failed:
 		fmt.Fprintf(&b, "Fleet-Outcome: failed: %s\n", firstLine(s.Reason, 200))
-	} else {
+	default:
 		b.WriteString("Fleet-Outcome: completed\n")
 	}
 	return b.String()
@@ -149,12 +159,12 @@ func taskOf(note string) (id, text string) {
 // commitPending commits w's uncommitted work on its branch before it is
 // landed; the operator asked for the landing, so nothing happens behind
 // their back. It says whether there was any.
-func commitPending(ctx context.Context, w Worker) (bool, error) {
+func commitPending(ctx context.Context, w Worker, by string) (bool, error) {
 	if w.Path == "" {
 		return false, nil
 	}
 	id, text := taskOf(w.Task)
-	sha, err := worktree.CommitAll(ctx, w.Path, CommitMessage(Settled{TaskID: id, Task: text, Worker: w.Name, Provider: "fleet", Session: w.Session}))
+	sha, err := worktree.CommitAll(ctx, w.Path, CommitMessage(Settled{TaskID: id, Task: text, Worker: w.Name, Session: w.Session, Landing: by}))
 	if err != nil {
 		return false, fmt.Errorf("commit %s's uncommitted changes first: %w", w.Name, err)
 	}
@@ -185,7 +195,7 @@ func Merge(ctx context.Context, w Worker, mode worktree.MergeMode, into string) 
 	if st.Uncommitted > 0 && target == st.BaseBranch && st.Mergeable != nil && !*st.Mergeable {
 		return "", refusal(w, target, &worktree.ConflictError{Branch: w.Branch, Target: target, Files: st.Conflicts, Total: len(st.Conflicts)})
 	}
-	committed, err := commitPending(ctx, w)
+	committed, err := commitPending(ctx, w, "fleet merge")
 	if err != nil {
 		return "", err
 	}

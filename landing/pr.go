@@ -46,7 +46,7 @@ func PR(ctx context.Context, w Worker, o PROptions) error {
 	if o.Env == nil {
 		o.Env = os.Environ()
 	}
-	committed, err := commitPending(ctx, w)
+	committed, err := commitPending(ctx, w, "fleet pr")
 	if err != nil {
 		return err
 	}

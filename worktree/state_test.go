@@ -333,3 +333,50 @@ func TestStateCleansUp(t *testing.T) {
 		t.Errorf("status after ReadState: %q", got)
 	}
 }
+
+// BenchmarkReadState is the fleet's git-state refresh of one worker in a
+// 2,000-file repository, against TakeSnapshot (one git status, the anchor)
+// in the same run: clean (committed work only) and with 20 uncommitted
+// files (the dangling snapshot commit and the dry-run merge included).
+func BenchmarkReadState(b *testing.B) {
+	files := map[string]string{}
+	for i := range 2000 {
+		files[fmt.Sprintf("pkg%02d/file%04d.go", i/100, i)] = fmt.Sprintf("package pkg\n\n// file %d\nvar X%d = %d\n", i, i, i)
+	}
+	repo := newRepo(b, files)
+	m, err := Open(b.Context(), repo, filepath.Join(fleetWorktrees(b), "s"), "s")
+	if err != nil {
+		b.Fatal(err)
+	}
+	wt, err := m.Create(b.Context(), "w1")
+	if err != nil {
+		b.Fatal(err)
+	}
+	writeFile(b, wt.Path, "pkg00/file0000.go", "package pkg\n// committed\n")
+	git(b, wt.Path, "commit", "-q", "-am", "work")
+	b.Run("anchor=TakeSnapshot", func(b *testing.B) {
+		for b.Loop() {
+			if _, err := TakeSnapshot(b.Context(), wt.Path); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("clean", func(b *testing.B) {
+		for b.Loop() {
+			if _, err := ReadState(b.Context(), repo, wt.Branch, wt.Path); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	for i := range 20 {
+		writeFile(b, wt.Path, fmt.Sprintf("pkg%02d/file%04d.go", i, i*100+1), "package pkg\n// dirty\n")
+	}
+	b.Run("uncommitted=20", func(b *testing.B) {
+		for b.Loop() {
+			st, err := ReadState(b.Context(), repo, wt.Branch, wt.Path)
+			if err != nil || st.Uncommitted != 20 {
+				b.Fatal(st.Uncommitted, err)
+			}
+		}
+	})
+}
