@@ -229,10 +229,10 @@ func TestLandingWorkersWork(t *testing.T) {
 		t.Fatalf("confirm: %s", confirm.Summary)
 	}
 	c.Send(&protocol.ConfirmResponse{ID: confirm.ID, Approve: true})
-	r = s.waitLong("/pr reply", func(m protocol.Message) bool {
+	s.waitLong("/pr reply", func(m protocol.Message) bool {
 		r, ok := m.(*protocol.Reply)
-		return ok && strings.Contains(r.Text, "example.test/pull/7")
-	}).(*protocol.Reply)
+		return ok && strings.Contains(r.Text, "Pushed fleet/"+session+"/w6") && strings.Contains(r.Text, "example.test/pull/7")
+	})
 	if gitIn(t, remote, "rev-parse", "fleet/"+session+"/w6") == "" {
 		t.Fatal("w6 not pushed")
 	}
