@@ -444,8 +444,16 @@ func removeWorktree(ctx context.Context, repo, path, branch, base string, o Remo
 	present := e != nil && !e.prunable && isDir(path)
 	if present && e.locked {
 		// A running fleet worker's worktree is never removed, forced or not.
-		if reason, locked, err := lockReason(ctx, path); err == nil && locked && liveRunningMark(reason) {
+		reason, locked, err := lockReason(ctx, path)
+		switch {
+		case err == nil && locked && liveRunningMark(reason):
 			return false, fmt.Errorf("%w: %s (%s)", ErrRunning, path, reason)
+		case err == nil && locked && strings.HasPrefix(reason, runningMark):
+			// Left by a fleet process that died: it protects nothing.
+			if _, err := runGit(ctx, repo, "worktree", "unlock", path); err != nil {
+				return false, err
+			}
+			e.locked = false
 		}
 	}
 	if present {
