@@ -1,0 +1,318 @@
+package intel
+
+import (
+	"bytes"
+	"context"
+	"database/sql"
+	"embed"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"modernc.org/sqlite"
+	sqlite3 "modernc.org/sqlite/lib"
+
+	"github.com/agents-fleet/fleet/internal/sqlmigrate"
+)
+
+// Errors callers may branch on.
+var (
+	// ErrUnavailable: Open could not open the store (locked, corrupt,
+	// too new, not writable, …). The error wrapping it names the path and
+	// the cause; the fleet then runs without intel.
+	ErrUnavailable = errors.New("intel unavailable")
+	// ErrNotFound: no suggestion, shadow or experiment has that id.
+	ErrNotFound = errors.New("not found")
+	// errSchemaTooNew: the database was written by a newer fleet binary.
+	errSchemaTooNew = errors.New("intel database schema is newer than this fleet binary")
+)
+
+const (
+	// busyTimeout is how long a statement waits for another process's write
+	// lock (every fleet on the machine shares the file) before SQLITE_BUSY.
+	// Short, because nothing waits on intel: the Recorder retries, and a
+	// snapshot is better late by 2 s than never.
+	busyTimeout = 2 * time.Second
+	// readConns caps the read pool (snapshots, listings).
+	readConns = 4
+	// sqliteHeader starts every SQLite database file.
+	sqliteHeader = "SQLite format 3\x00"
+)
+
+// Migrations are migrations/NNNN_name.sql, numbered from 1 without gaps and
+// append-only: a released file is never edited (package sqlmigrate).
+//
+//go:embed migrations/*.sql
+var migrationFiles embed.FS
+
+var migrations = mustLoadMigrations()
+
+func mustLoadMigrations() []sqlmigrate.Migration {
+	ms, err := sqlmigrate.Load(migrationFiles)
+	if err != nil {
+		panic("intel: " + err.Error())
+	}
+	return ms
+}
+
+// SchemaVersion is the schema version this binary writes.
+func SchemaVersion() int { return len(migrations) }
+
+// Store is an open fleet-intel.db. It is safe for concurrent use: writes go
+// through one connection (BEGIN IMMEDIATE), reads through a small pool of
+// query-only connections, each snapshot in one read transaction (WAL readers
+// see the last committed state and never wait for the writer).
+type Store struct {
+	path string
+	w    *sql.DB // exactly one connection: every write
+	r    *sql.DB // read pool, query_only
+	st   stmts
+	// now is the wall clock for the times the store assigns (skill
+	// versions, shadows, evolutions); tests replace it.
+	now func() time.Time
+}
+
+// DefaultPath is where a fleet keeps its intelligence store.
+func DefaultPath(fleetHome string) string {
+	return filepath.Join(fleetHome, "intel", "fleet-intel.db")
+}
+
+// Open opens or creates the store at path and brings its schema up to date:
+// the directory is created 0700, a new file 0600 (SQLite gives the -wal and
+// -shm files the database file's mode), WAL with synchronous=NORMAL,
+// busy_timeout 2 s. Every failure wraps ErrUnavailable and names the path
+// and the cause: a file that is not a SQLite database, a corrupt one, a
+// schema newer than this binary, a file another process holds locked for
+// longer than the busy timeout, a read-only file or directory. Open writes
+// nothing to a file it rejects.
+func Open(path string) (*Store, error) {
+	if path == "" {
+		return nil, fmt.Errorf("%w: open: empty path", ErrUnavailable)
+	}
+	abs, err := filepath.Abs(path)
+	if err != nil {
+		return nil, openError(path, err)
+	}
+	if err := os.MkdirAll(filepath.Dir(abs), 0o700); err != nil {
+		return nil, openError(abs, fmt.Errorf("create directory: %w", err))
+	}
+	if err := prepareFile(abs); err != nil {
+		return nil, openError(abs, err)
+	}
+	uri := fileURI(abs)
+	ms := busyTimeout.Milliseconds()
+	// mode=rw: never create the file behind our back (prepareFile did, 0600).
+	// _txlock=immediate: a write transaction takes the write lock at BEGIN,
+	// where busy_timeout applies.
+	w, err := sql.Open("sqlite", fmt.Sprintf("%s?mode=rw&_txlock=immediate"+
+		"&_pragma=busy_timeout(%d)&_pragma=foreign_keys(1)&_pragma=synchronous(NORMAL)", uri, ms))
+	if err != nil {
+		return nil, openError(abs, err)
+	}
+	w.SetMaxOpenConns(1)
+	w.SetMaxIdleConns(1)
+	w.SetConnMaxLifetime(0)
+	w.SetConnMaxIdleTime(0)
+	s := &Store{path: abs, w: w, now: time.Now}
+	fail := func(err error) (*Store, error) {
+		s.st.close()
+		if s.r != nil {
+			s.r.Close()
+		}
+		w.Close()
+		return nil, openError(abs, err)
+	}
+	ctx := context.Background()
+	if err := checkWritable(ctx, w); err != nil {
+		return fail(err)
+	}
+	// Migrations first: they refuse a newer schema (and fail on a corrupt
+	// or locked file) before anything is written, the switch to WAL
+	// included.
+	if err := sqlmigrate.Apply(ctx, w, migrations, errSchemaTooNew); err != nil {
+		return fail(err)
+	}
+	if err := setWAL(ctx, w); err != nil {
+		return fail(err)
+	}
+	if err := s.st.prepare(ctx, w); err != nil {
+		return fail(err)
+	}
+	r, err := sql.Open("sqlite", fmt.Sprintf("%s?mode=rw&_pragma=busy_timeout(%d)&_pragma=query_only(1)", uri, ms))
+	if err != nil {
+		return fail(err)
+	}
+	r.SetMaxOpenConns(readConns)
+	r.SetMaxIdleConns(readConns)
+	s.r = r
+	if err := r.PingContext(ctx); err != nil {
+		return fail(err)
+	}
+	return s, nil
+}
+
+// Path returns the absolute path of the database file.
+func (s *Store) Path() string { return s.path }
+
+// Close closes the database. Close every Recorder of the store first: a
+// record written after Close is lost (and counted as dropped).
+func (s *Store) Close() error {
+	s.st.close()
+	err := errors.Join(s.r.Close(), s.w.Close())
+	if err != nil {
+		return fmt.Errorf("close intel store %s: %w", s.path, err)
+	}
+	return nil
+}
+
+// prepareFile creates a missing database file with mode 0600, and refuses an
+// existing file that is not a SQLite database before SQLite touches it.
+func prepareFile(path string) error {
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	if err == nil {
+		return f.Close() // SQLite treats an empty file as a new database
+	}
+	if !errors.Is(err, fs.ErrExist) {
+		return err
+	}
+	f, err = os.Open(path)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		return err
+	}
+	if !st.Mode().IsRegular() {
+		return errors.New("not a regular file")
+	}
+	var hdr [len(sqliteHeader)]byte
+	n, err := io.ReadFull(f, hdr[:])
+	if n == 0 && (err == io.EOF || err == nil) {
+		return nil // empty: a database nobody has written yet
+	}
+	if !bytes.Equal(hdr[:n], []byte(sqliteHeader)) {
+		return errNotADatabase
+	}
+	if err != nil {
+		return fmt.Errorf("%w (file too short)", errNotADatabase)
+	}
+	return nil
+}
+
+var (
+	errNotADatabase = errors.New("not a SQLite database (refusing to touch it)")
+	errReadOnly     = errors.New("SQLite could only open it read-only (is the file or its directory not writable?)")
+)
+
+// checkWritable fails when SQLite fell back to opening the file read-only
+// (it does so silently when the file is not writable), before any migration
+// could half-run.
+func checkWritable(ctx context.Context, db *sql.DB) error {
+	conn, err := db.Conn(ctx)
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	var ro bool
+	err = conn.Raw(func(dc any) error {
+		c, ok := dc.(interface{ IsReadOnly(string) (bool, error) })
+		if !ok {
+			return nil
+		}
+		var err error
+		ro, err = c.IsReadOnly("main")
+		return err
+	})
+	if err != nil {
+		return err
+	}
+	if ro {
+		return errReadOnly
+	}
+	return nil
+}
+
+// setWAL switches the database to WAL mode (persistent: a no-op once done).
+// SQLite does not run the busy handler for the switch, so when several
+// processes open a new file at once the losers retry here.
+func setWAL(ctx context.Context, db *sql.DB) error {
+	deadline := time.Now().Add(busyTimeout)
+	for wait := time.Millisecond; ; wait = min(2*wait, 50*time.Millisecond) {
+		var mode string
+		err := db.QueryRowContext(ctx, `PRAGMA journal_mode = WAL`).Scan(&mode)
+		if err != nil && isBusy(err) && time.Now().Before(deadline) {
+			time.Sleep(wait)
+			continue
+		}
+		if err != nil {
+			return err
+		}
+		if !strings.EqualFold(mode, "wal") {
+			return fmt.Errorf("journal_mode is %q, WAL could not be set", mode)
+		}
+		return nil
+	}
+}
+
+// isBusy reports whether err is SQLite's "another connection holds the
+// lock" (SQLITE_BUSY or SQLITE_LOCKED), which passes.
+func isBusy(err error) bool {
+	var se *sqlite.Error
+	if !errors.As(err, &se) {
+		return false
+	}
+	switch se.Code() & 0xff {
+	case sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED:
+		return true
+	}
+	return false
+}
+
+// openError wraps err in ErrUnavailable with the path and, for failures an
+// operator can fix, what is wrong in words.
+func openError(path string, err error) error {
+	if hint := fileHint(err); hint != "" {
+		return fmt.Errorf("%w: open %s: %s: %w", ErrUnavailable, path, hint, err)
+	}
+	return fmt.Errorf("%w: open %s: %w", ErrUnavailable, path, err)
+}
+
+// fileHint describes a SQLite failure for an operator; "" when the error
+// says it already.
+func fileHint(err error) string {
+	var se *sqlite.Error
+	if !errors.As(err, &se) {
+		return ""
+	}
+	switch se.Code() & 0xff {
+	case sqlite3.SQLITE_READONLY, sqlite3.SQLITE_CANTOPEN, sqlite3.SQLITE_PERM, sqlite3.SQLITE_AUTH:
+		return "the database or its directory is not writable"
+	case sqlite3.SQLITE_NOTADB, sqlite3.SQLITE_CORRUPT:
+		return "not a usable SQLite database (refusing to touch it)"
+	case sqlite3.SQLITE_FULL:
+		return "the disk is full"
+	case sqlite3.SQLITE_IOERR:
+		return "I/O error on the database file"
+	case sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED:
+		return "another process holds the database locked"
+	}
+	return ""
+}
+
+// fileURI turns an absolute path into a SQLite URI filename, escaping the
+// characters ('?', '#', '%', …) that would otherwise end or alter the path.
+func fileURI(abs string) string {
+	p := filepath.ToSlash(abs)
+	if p == "" || p[0] != '/' {
+		p = "/" + p // Windows: file:///C:/…
+	}
+	return (&url.URL{Scheme: "file", Path: p}).String()
+}
