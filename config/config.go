@@ -15,6 +15,7 @@ import (
 	"reflect"
 	"regexp"
 	"strings"
+	"time"
 	"unicode/utf8"
 )
 
@@ -96,11 +97,29 @@ type File struct {
 	// Landing configures how workers' work is committed and handed on
 	// (docs/landing-work.md).
 	Landing Landing `json:"landing,omitzero"`
+	// Intel configures the intelligence store (docs/intel.md).
+	Intel Intel `json:"intel,omitzero"`
 	// Budgets are the token budgets (docs/budgets.md); absent or 0: none.
 	Budgets Budgets `json:"budgets,omitzero"`
 	// Prices are what models cost, by model name, for the cost /budget
 	// shows; there is no built-in price list.
 	Prices map[string]Price `json:"prices,omitempty"`
+}
+
+// Intel is the "intel" object of config.json.
+type Intel struct {
+	// RetentionDays: a fleet prunes sessions older than this from the
+	// intel store when it starts; absent 180, 0 keeps everything.
+	RetentionDays *int `json:"retentionDays,omitempty"`
+}
+
+// IntelRetention is how long the intel store keeps sessions; 0 forever.
+func (f File) IntelRetention() time.Duration {
+	days := 180
+	if f.Intel.RetentionDays != nil {
+		days = *f.Intel.RetentionDays
+	}
+	return time.Duration(days) * 24 * time.Hour
 }
 
 // Landing is the "landing" object of config.json.
@@ -288,6 +307,9 @@ func (f File) validate() error {
 	}
 	if q, s := f.Limits.QueueBytes, f.Limits.SoftQueueBytes; s != nil && *s > pick(q, 8<<20) {
 		return fmt.Errorf("field \"limits.softQueueBytes\" (%d) must not be larger than limits.queueBytes (%d)", *s, pick(q, 8<<20))
+	}
+	if d := f.Intel.RetentionDays; d != nil && (*d < 0 || *d > 36500) {
+		return fmt.Errorf("field \"intel.retentionDays\" must be between 0 (keep everything) and 36500, got %d", *d)
 	}
 	if r := f.Landing.Remote; r != "" && (strings.HasPrefix(r, "-") || strings.ContainsAny(r, " \t\n\x00")) {
 		return fmt.Errorf("field \"landing.remote\": %q is not a remote name", r)

@@ -15,8 +15,8 @@ type fleetTools struct{ e *engine.Engine }
 
 var _ fleetmcp.Fleet = fleetTools{}
 
-func (f fleetTools) SpawnWorker(_ context.Context, caller string, r fleetmcp.SpawnRequest) (fleetmcp.SpawnResult, error) {
-	task, worker, err := f.e.SpawnWorker(caller, r.Task, r.Provider, r.Model)
+func (f fleetTools) SpawnWorker(ctx context.Context, caller string, r fleetmcp.SpawnRequest) (fleetmcp.SpawnResult, error) {
+	task, worker, err := f.e.SpawnWorker(ctx, caller, r.Task, r.Provider, r.Model, r.Skill)
 	return fleetmcp.SpawnResult{WorkerID: worker, TaskID: task}, err
 }
 

@@ -7,8 +7,10 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"time"
 
 	"github.com/agents-fleet/fleet/engine"
+	"github.com/agents-fleet/fleet/intel"
 	"github.com/agents-fleet/fleet/native"
 	"github.com/agents-fleet/fleet/protocol"
 )
@@ -107,4 +109,26 @@ func nativeBackend(ctl *native.Controller) func(context.Context, *protocol.Nativ
 		}
 	}
 	return ctl.Handle
+}
+
+// steeredNative records accepted native mutations (an operator's decision
+// on running work) as steering in the intel store; in may be nil.
+func steeredNative(h func(context.Context, *protocol.NativeRequest) protocol.NativeResult, in *intelService, session string) func(context.Context, *protocol.NativeRequest) protocol.NativeResult {
+	if in == nil {
+		return h
+	}
+	return func(ctx context.Context, r *protocol.NativeRequest) protocol.NativeResult {
+		res := h(ctx, r)
+		if res.Kind == protocol.NativeKindReceipt {
+			text := r.Action
+			if r.TaskID != "" {
+				text += " " + r.TaskID
+			}
+			if r.Rationale != "" {
+				text += ": " + r.Rationale
+			}
+			in.Steer(intel.Steering{SessionID: session, Source: "native:" + r.Action, Text: text, Target: r.TaskID, CreatedAt: time.Now().UnixMilli()})
+		}
+		return res
+	}
 }

@@ -19,6 +19,7 @@ import (
 	"github.com/agents-fleet/fleet/config"
 	"github.com/agents-fleet/fleet/controlsock"
 	"github.com/agents-fleet/fleet/engine"
+	"github.com/agents-fleet/fleet/intel"
 	"github.com/agents-fleet/fleet/journal"
 	"github.com/agents-fleet/fleet/native"
 	"github.com/agents-fleet/fleet/protocol"
@@ -175,6 +176,31 @@ func Run(ctx context.Context, o Options) error {
 		defer tools.Close()
 		coord = tools.Coordinator()
 	}
+	// The intel store records what this session's agents do; a store that
+	// is unavailable leaves the fleet running without it.
+	repo := ""
+	if g, ok := ws.(*gitWorkspaces); ok {
+		repo = g.m.RepoRoot()
+	}
+	var drafter provider.Provider
+	if IsAgent(provs.Default.Name()) {
+		drafter = provs.Default
+	}
+	var intelSvc engine.Intel
+	isvc, note := openIntel(home, intel.Session{
+		ID: sess.id, Name: sess.name, Cwd: cwd, Repo: repo, Provider: providerName, Model: o.Model, Mode: sess.mode,
+		StartedAt: time.Now().UnixMilli(),
+	}, jr, logger.With("component", "intel"), repo, cwd, drafter, file.IntelRetention())
+	if isvc != nil {
+		intelSvc = isvc
+		defer func() { // when Run fails before its shutdown
+			ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+			defer cancel()
+			isvc.Close(ctx)
+		}()
+	} else {
+		notes = append(notes, note)
+	}
 	stall := 10 * time.Minute
 	if v := file.Limits.AgentStallTimeoutMs; v != nil {
 		stall = time.Duration(*v) * time.Millisecond
@@ -188,6 +214,8 @@ func Run(ctx context.Context, o Options) error {
 		Coordinator:    coord,
 		StallTimeout:   stall,
 		CommitOnSettle: file.Landing.CommitOnSettle,
+		Intel:          intelSvc,
+		Repo:           repo,
 		Publisher:      jr,
 		Persister:      jr,
 		Throttle:       func(ctx context.Context) { srv.Throttle(ctx); jr.Throttle(ctx) },
@@ -204,7 +232,7 @@ func Run(ctx context.Context, o Options) error {
 	})
 	// The server was built first (it is where the engine's events go);
 	// the engine it drives exists now.
-	srv.Attach(backend{e: eng, native: nativeBackend(ctl)})
+	srv.Attach(backend{e: eng, native: steeredNative(nativeBackend(ctl), isvc, sess.id)})
 	if ctl != nil {
 		ctl.OnChange(eng.GovernorChanged)
 	}
@@ -221,7 +249,7 @@ func Run(ctx context.Context, o Options) error {
 	go func() { defer close(engineDone); eng.Run(ctx) }()
 	stopAll := func() {
 		stop()
-		shutdown(eng, engineDone, jr, srv, logger)
+		shutdown(eng, engineDone, isvc, jr, srv, logger)
 	}
 	serveDone := make(chan error, 1)
 	if ep != nil {
@@ -285,13 +313,18 @@ func Run(ctx context.Context, o Options) error {
 // shutdown stops the engine (tasks killed, pending requests cancelled and
 // announced), saves and forwards what the journal holds, and then gives
 // clients a moment to receive the last frames.
-func shutdown(eng *engine.Engine, engineDone <-chan struct{}, jr *journal.Journal, srv *controlsock.Server, logger *slog.Logger) {
+func shutdown(eng *engine.Engine, engineDone <-chan struct{}, in *intelService, jr *journal.Journal, srv *controlsock.Server, logger *slog.Logger) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	if err := eng.Shutdown(ctx); err != nil {
 		logger.Error("engine shutdown", "err", err)
 	}
 	<-engineDone
+	if in != nil {
+		ictx, icancel := context.WithTimeout(context.Background(), 3*time.Second)
+		in.Close(ictx)
+		icancel()
+	}
 	jr.Close()
 	fctx, fcancel := context.WithTimeout(context.Background(), 3*time.Second)
 	defer fcancel()

@@ -23,6 +23,10 @@ type request struct {
 	question provider.Question // ask
 	taskID   string            // "" for the coordinator's
 	agent    string            // who asked: "w3", "coordinator"
+	// topic is what a decision is about when it is not a tool or command
+	// the agent wants to run: "budget" (raise it?), "push" (/pr); it
+	// becomes the steering source's prefix in the intel store.
+	topic string
 	// allowValue and denyValue are a permission ask's choices that a plain
 	// confirmResponse picks; "" for other asks.
 	allowValue, denyValue string
@@ -159,6 +163,7 @@ func (b *broker) answer(id string, a answer, reason protocol.ResolvedReason) err
 		}
 	}
 	a.ok = true
+	e.steerAnswerLocked(r, a)
 	b.resolveLocked(id, a, reason)
 	return nil
 }

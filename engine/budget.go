@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/agents-fleet/fleet/intel"
 	"github.com/agents-fleet/fleet/protocol"
 	"github.com/agents-fleet/fleet/provider"
 )
@@ -247,7 +248,7 @@ func (e *Engine) budgetPaused(ctx context.Context, h *host, sess provider.Sessio
 	}
 	select {
 	case <-sess.Done():
-		return false, errors.New("token budget exhausted; the agent session ended when its turn was interrupted")
+		return false, caused(intel.CauseBudget, errors.New("token budget exhausted; the agent session ended when its turn was interrupted"))
 	default:
 	}
 	return true, nil
@@ -304,14 +305,14 @@ func (e *Engine) workerDecision(ctx context.Context, h *host) error {
 		summary := fmt.Sprintf("%s reached its token budget (%s of %s tokens). Continue with the budget raised to %s?", w.id, commas(used), commas(limit), commas(raised))
 		wb.asking = summary
 		e.mu.Unlock()
-		ans, err := h.raise(ctx, request{kind: kindConfirm, summary: summary})
+		ans, err := h.raise(ctx, request{kind: kindConfirm, summary: summary, topic: "budget"})
 		ok = err == nil && ans.approve
 	}
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	wb.asking = ""
 	if !ok {
-		return errors.New(reason)
+		return caused(intel.CauseBudget, errors.New(reason))
 	}
 	// An operator may have set the budget meanwhile (/budget): theirs stands.
 	if e.workerLimitLocked(w) == limit {
@@ -340,7 +341,7 @@ func (e *Engine) sessionDecision(ctx context.Context, h *host) error {
 	}
 	e.mu.Unlock()
 	if !d.approved {
-		return errors.New(d.reason)
+		return caused(intel.CauseBudget, errors.New(d.reason))
 	}
 	return nil
 }
@@ -380,7 +381,7 @@ func (e *Engine) sessionDecisionLocked() *budgetDecision {
 		if holdID != "" {
 			ok = e.budgetHold(context.Background(), nil, holdID, fmt.Sprintf("the session: %s; release to continue with the budget raised to %s", d.reason, commas(raised)))
 		} else {
-			ans, err := e.broker.raise(context.Background(), newHost(e, nil, nil, context.Background()), request{kind: kindConfirm, summary: d.summary})
+			ans, err := e.broker.raise(context.Background(), newHost(e, nil, nil, context.Background()), request{kind: kindConfirm, summary: d.summary, topic: "budget"})
 			ok = err == nil && ans.approve
 		}
 		e.mu.Lock()

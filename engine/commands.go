@@ -30,11 +30,13 @@ func init() {
 		{"/go", "/go [task...]", "Start planned tasks (all, or the ones named).", "dispatch", (*Engine).cmdGo},
 		{"/loop", "/loop [N] <command>", "Repeat a command until it exits 0, at most N attempts (default 5).", "tasks", (*Engine).cmdLoop},
 		{"/clean", "/clean [worker...] [--force [--delete-branch]]", "Remove finished workers' worktrees; unmerged or dirty ones only with --force, which keeps the branch.", "workers", (*Engine).cmdClean},
-		{"/spawn", "/spawn [--provider P] [--model M] TEXT", "Start a worker on TEXT directly, without the coordinator.", "workers", (*Engine).cmdSpawn},
+		{"/spawn", "/spawn [--provider P] [--model M] [--skill NAME] TEXT", "Start a worker on TEXT directly, without the coordinator (following skill NAME).", "workers", (*Engine).cmdSpawn},
 		{"/tell", "/tell WORKER TEXT", "Send a follow-up turn to a worker (resuming its agent session if it settled).", "workers", (*Engine).cmdTell},
 		{"/diff", "/diff WORKER [--stat] [PATH...]", "Show a worker's change against its base branch (committed and uncommitted).", "workers", (*Engine).cmdDiff},
 		{"/merge", "/merge WORKER [--squash|--rebase] [--into BRANCH]", "Merge a settled worker's branch into its base branch (refused, changing nothing, on conflicts or a dirty target).", "workers", (*Engine).cmdMerge},
 		{"/pr", "/pr WORKER [--draft]", "Push a settled worker's branch and open a pull request (gh, or the configured hook); the push is confirmed first.", "workers", (*Engine).cmdPR},
+		{"/fleet-intel", "/fleet-intel [accept|dismiss ID]", "What past runs say: success rates, top errors, suggestions (accept or dismiss them).", "intel", intelCmd("/fleet-intel")},
+		{"/learn", "/learn [SKILL [--from FILE]] | /learn apply|reject SHADOW", "Propose a shadow version of a skill from its failures, A/B it on real tasks, apply or reject it.", "intel", intelCmd("/learn")},
 		{"/budget", "/budget [session|worker|WORKER] [N|off]", "Token budgets: use against them (and cost where prices are set), or set them.", "workers", (*Engine).cmdBudget},
 		{"/hold", "/hold <task> <reason>", "Native sessions: hold a task in the root until an operator releases it.", "tasks", (*Engine).cmdHold},
 	}
@@ -70,6 +72,9 @@ func (e *Engine) handlePromptLocked(source, text string) {
 		}
 		e.replyLocked(fmt.Sprintf("Unknown command %s. /help lists the commands.", name))
 		return
+	}
+	if strings.TrimSpace(text) != "" {
+		e.steerLocked("prompt", text, "")
 	}
 	if e.cfg.Coordinator != nil {
 		if strings.TrimSpace(text) == "" {

@@ -189,9 +189,16 @@ func (e *Engine) coordinatorStaleMsLocked() *int64 {
 
 // cmdSpawn starts a worker on TEXT directly, without the coordinator.
 func (e *Engine) cmdSpawn(args string) string {
-	prov, model, text, err := parseSpawn(args)
+	prov, model, skill, text, err := parseSpawn(args)
 	if err != nil {
-		return err.Error() + ". Usage: /spawn [--provider P] [--model M] TEXT"
+		return err.Error() + ". Usage: /spawn [--provider P] [--model M] [--skill NAME] TEXT"
+	}
+	if skill != "" {
+		if e.cfg.Intel == nil {
+			return "Skills need the intel store, which is unavailable in this fleet."
+		}
+		e.spawnSkill(skill, text, prov, model)
+		return ""
 	}
 	t, err := e.spawnLocked("operator", text, prov, model)
 	if err != nil {
@@ -200,7 +207,7 @@ func (e *Engine) cmdSpawn(args string) string {
 	return fmt.Sprintf("Queued %s for a %s worker: %s", t.id, e.providerNameLocked(t.provider), oneLine(text, 200))
 }
 
-func parseSpawn(args string) (prov, model, text string, err error) {
+func parseSpawn(args string) (prov, model, skill, text string, err error) {
 	rest := strings.TrimSpace(args)
 	for {
 		var flag *string
@@ -211,15 +218,18 @@ func parseSpawn(args string) (prov, model, text string, err error) {
 		case strings.HasPrefix(rest, "--model "):
 			flag = &model
 			rest = strings.TrimPrefix(rest, "--model ")
+		case strings.HasPrefix(rest, "--skill "):
+			flag = &skill
+			rest = strings.TrimPrefix(rest, "--skill ")
 		default:
 			if rest == "" {
-				return "", "", "", errors.New("nothing to do")
+				return "", "", "", "", errors.New("nothing to do")
 			}
-			return prov, model, rest, nil
+			return prov, model, skill, rest, nil
 		}
 		v, after, _ := strings.Cut(strings.TrimSpace(rest), " ")
 		if v == "" {
-			return "", "", "", errors.New("a flag needs a value")
+			return "", "", "", "", errors.New("a flag needs a value")
 		}
 		*flag, rest = v, strings.TrimSpace(after)
 	}
@@ -298,6 +308,9 @@ func (e *Engine) tellLocked(from, id, text string) error {
 		return fmt.Errorf("%s's worktree was removed; /spawn a new worker instead", id)
 	}
 	e.hubLocked(from, protocol.HubMessage, id+": "+oneLine(text, 500))
+	if from == "operator" {
+		e.steerLocked("tell", text, id)
+	}
 	switch w.status {
 	case workerRunning, workerIdle:
 		if len(w.followUps) >= maxFollowUps {
@@ -319,6 +332,8 @@ func (e *Engine) resumeWorkerLocked(w *worker, t *task) {
 	w.status, w.taskID, w.cancel, w.endedAt = workerRunning, t.id, cancel, time.Time{}
 	w.lastActivity.Store(nowMs())
 	t.worker = w.id
+	t.startedAt = time.Now()
+	beginRunLocked(w, t)
 	e.hubLocked(w.id, "resumed", t.id+": "+oneLine(t.command, 200))
 	e.saveWorkerLocked(w)
 	e.setTaskLocked(t, taskRunning, "")

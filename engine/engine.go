@@ -70,6 +70,11 @@ type Config struct {
 	// coordinator session of Provider (agent providers); nil keeps the
 	// local provider's deterministic coordinator.
 	Coordinator *CoordinatorConfig
+	// Intel records runs and steering and answers /fleet-intel and
+	// /learn; nil records nothing.
+	Intel Intel
+	// Repo is the repository's top level, for the intel store; "" outside git.
+	Repo string
 	// CommitOnSettle says whether a settling worker's uncommitted work is
 	// committed on its branch (Lander); nil: for agent providers only.
 	CommitOnSettle *bool

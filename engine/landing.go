@@ -443,7 +443,7 @@ func (e *Engine) cmdPR(args string) string {
 		if needsConfirm {
 			// The broker ends the request on an answer, its expiry or shutdown.
 			ctx := context.Background()
-			ans, err := e.broker.raise(ctx, newHost(e, nil, nil, ctx), request{kind: kindConfirm,
+			ans, err := e.broker.raise(ctx, newHost(e, nil, nil, ctx), request{kind: kindConfirm, topic: "push",
 				summary: fmt.Sprintf("Push %s's branch and open a pull request? (%s)", id, push)})
 			ok = err == nil && ans.approve
 		}

@@ -52,6 +52,12 @@ type task struct {
 	// waiting.
 	reserved   bool
 	waitReason string
+	// The run, for the intel store: when it started, the skill it follows,
+	// and its worker's accounts at its start.
+	startedAt time.Time
+	skill     SkillUse
+	tokensAt  tokens
+	toolsAt   []toolCount
 }
 
 type worker struct {
@@ -155,6 +161,8 @@ func (e *Engine) startLocked(t *task) {
 	e.workers = append(e.workers, w)
 	e.workerByID[id] = w
 	t.worker = id
+	t.startedAt = time.Now()
+	beginRunLocked(w, t)
 	e.hubLocked(id, "spawned", t.id+": "+t.command)
 	e.saveWorkerLocked(w)
 	e.setTaskLocked(t, taskRunning, "")
@@ -178,6 +186,7 @@ func (e *Engine) settle(w *worker, t *task, res provider.TurnEnded) {
 	w.host = nil
 	e.broker.cancelForTaskLocked(t.id)
 	dur := w.endedAt.Sub(w.startedAt).Round(time.Millisecond)
+	e.recordRunLocked(w, t, res)
 	if res.Err == nil {
 		w.status = workerCompleted
 		e.hubLocked(w.id, "completed", fmt.Sprintf("%s done in %s", t.id, dur))
@@ -227,6 +236,7 @@ func (e *Engine) cancelLocked(id string) string {
 		return fmt.Sprintf("Cancelled %s before it started.", t.id)
 	case taskRunning, taskBlocked:
 		t.cancelled = true
+		e.steerLocked("cancel", "/cancel "+id, t.worker)
 		w := e.workerByID[t.worker]
 		if w != nil && w.cancel != nil {
 			w.cancel(errCancelled)

@@ -26,13 +26,25 @@ type TaskInfo struct {
 
 // SpawnWorker queues a task for a new worker; the worker id is known once
 // it is dispatched ("" while the task waits for room under the cap).
-func (e *Engine) SpawnWorker(caller, text, prov, model string) (taskID, workerID string, err error) {
+func (e *Engine) SpawnWorker(ctx context.Context, caller, text, prov, model, skill string) (taskID, workerID string, err error) {
+	var use SkillUse
+	if skill != "" {
+		if e.cfg.Intel == nil {
+			return "", "", errors.New("skills need the intel store, which is unavailable in this fleet")
+		}
+		// Files and the database: without e.mu.
+		if use, err = e.cfg.Intel.Skill(ctx, skill); err != nil {
+			return "", "", err
+		}
+		text = use.Apply(text)
+	}
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	t, err := e.spawnLocked(caller, text, prov, model)
 	if err != nil {
 		return "", "", err
 	}
+	t.skill = use
 	return t.id, t.worker, nil
 }
 

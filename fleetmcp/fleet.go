@@ -57,6 +57,7 @@ type SpawnRequest struct {
 	Task     string
 	Provider string
 	Model    string
+	Skill    string // "" for none
 }
 
 // SpawnResult names the worker and task SpawnWorker started.

@@ -60,6 +60,7 @@ type spawnIn struct {
 	Task     string `json:"task" jsonschema:"the worker's complete, self-contained instruction: the goal, the files or areas involved, the constraints, and what done means (at most 64 KiB)"`
 	Provider string `json:"provider,omitempty" jsonschema:"the agent CLI to run the worker with (claude, codex, copilot, local); leave it out for the fleet's default"`
 	Model    string `json:"model,omitempty" jsonschema:"the model for the worker; leave it out for the provider's default"`
+	Skill    string `json:"skill,omitempty" jsonschema:"a skill the worker follows (instructions kept in the repository's .fleet/skills/NAME.md); leave it out when none fits"`
 }
 
 type spawnOut struct {
@@ -115,6 +116,7 @@ var (
 		p.str("task", 1, 0)
 		p.str("provider", 0, maxNameBytes)
 		p.str("model", 0, maxNameBytes)
+		p.str("skill", 0, maxNameBytes)
 	})
 	noSchema   = inputSchema[noIn](nil)
 	readSchema = inputSchema[readIn](func(p props) {
@@ -204,7 +206,11 @@ func (s *Server) addTools(a *agent) {
 		if err := checkName("model", in.Model, false); err != nil {
 			return nil, spawnOut{}, err
 		}
-		r, err := s.current().SpawnWorker(ctx, caller, SpawnRequest{Task: in.Task, Provider: strings.TrimSpace(in.Provider), Model: strings.TrimSpace(in.Model)})
+		if err := checkName("skill", in.Skill, false); err != nil {
+			return nil, spawnOut{}, err
+		}
+		r, err := s.current().SpawnWorker(ctx, caller, SpawnRequest{Task: in.Task, Provider: strings.TrimSpace(in.Provider),
+			Model: strings.TrimSpace(in.Model), Skill: strings.TrimSpace(in.Skill)})
 		if err != nil {
 			return nil, spawnOut{}, fmt.Errorf("could not spawn the worker: %w", err)
 		}

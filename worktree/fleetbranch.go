@@ -190,3 +190,7 @@ func Fingerprint(ctx context.Context, dir string) (string, error) {
 func RemoteURL(ctx context.Context, repo, remote string) (string, error) {
 	return gitLine(ctx, repo, "remote", "get-url", remote)
 }
+
+// TopLevel returns the top level of the work tree containing dir (symlinks
+// resolved), or an error wrapping ErrNotRepo.
+func TopLevel(ctx context.Context, dir string) (string, error) { return toplevel(ctx, dir) }

@@ -1,0 +1,512 @@
+package daemon
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/agents-fleet/fleet/engine"
+	"github.com/agents-fleet/fleet/intel"
+	"github.com/agents-fleet/fleet/protocol"
+	"github.com/agents-fleet/fleet/provider"
+	"github.com/agents-fleet/fleet/skill"
+)
+
+// intelService is the engine's Intel (docs/intel.md): it records into the
+// intel store through its Recorder, resolves skills and their A/B shadows,
+// answers /fleet-intel and /learn, and publishes the four intelligence
+// snapshots at start, after a command and when the store changed.
+type intelService struct {
+	st      *intel.Store
+	rec     *intel.Recorder
+	pub     engine.Publisher
+	log     *slog.Logger
+	dirs    []string // skill directories, first wins
+	cwd     string
+	session intel.Session
+	drafter provider.Provider // drafts /learn patches; nil with the local provider
+
+	refreshCh chan struct{} // cap 1: publish the snapshots again
+	stop      chan struct{}
+	done      chan struct{}
+
+	closeOnce sync.Once
+	mu        sync.Mutex
+	ab        map[string]int // per skill: tasks started since start-up, to alternate a shadow with the current version
+}
+
+// snapshotDebounce bounds how often store changes republish the snapshots.
+const snapshotDebounce = time.Second
+
+// openIntel opens the intel store and starts its service. When the store
+// is unavailable (locked, corrupt, newer than this binary) the fleet runs
+// without it and the note says why.
+func openIntel(home string, sess intel.Session, pub engine.Publisher, log *slog.Logger, repo, cwd string, drafter provider.Provider, retention time.Duration) (*intelService, string) {
+	st, err := intel.Open(intel.DefaultPath(home))
+	if err != nil {
+		return nil, fmt.Sprintf("Intel is unavailable (%v): this fleet records no runs and has no suggestions or skills.", err)
+	}
+	s := &intelService{
+		st: st, rec: st.NewRecorder(log), pub: pub, log: log, dirs: skill.Dirs(repo, home), cwd: cwd,
+		session: sess, drafter: drafter,
+		refreshCh: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{}), ab: map[string]int{},
+	}
+	s.rec.Session(sess)
+	go s.loop(retention)
+	s.Refresh()
+	return s, ""
+}
+
+// Close records the session's end and flushes, bounded by ctx. Later
+// calls do nothing.
+func (s *intelService) Close(ctx context.Context) {
+	s.closeOnce.Do(func() { s.close(ctx) })
+}
+
+func (s *intelService) close(ctx context.Context) {
+	close(s.stop)
+	<-s.done
+	s.session.EndedAt = time.Now().UnixMilli()
+	s.rec.Session(s.session)
+	if err := s.rec.Close(ctx); err != nil {
+		s.log.Warn("intel store: not everything was written", "err", err)
+	}
+	if n := s.rec.Dropped(); n > 0 {
+		s.log.Warn("intel store: records dropped while the store was slow", "count", n)
+	}
+	s.st.Close()
+}
+
+func (s *intelService) Record(r intel.Run)      { s.rec.Run(r) }
+func (s *intelService) Steer(st intel.Steering) { s.rec.Steering(st) }
+func (s *intelService) Refresh()                { sendOnce(s.refreshCh) }
+func sendOnce(ch chan struct{}) {
+	select {
+	case ch <- struct{}{}:
+	default:
+	}
+}
+
+// loop publishes the snapshots when asked, and after the store changed
+// (at most once per snapshotDebounce).
+func (s *intelService) loop(retention time.Duration) {
+	defer close(s.done)
+	if retention > 0 {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		if res, err := s.st.Prune(ctx, time.Now().Add(-retention)); err != nil {
+			s.log.Warn("intel store: prune by intel.retentionDays", "err", err)
+		} else if res.Sessions > 0 {
+			s.log.Info("intel store: pruned old sessions", "sessions", res.Sessions, "runs", res.Runs)
+		}
+		cancel()
+	}
+	var debounce <-chan time.Time
+	for {
+		select {
+		case <-s.stop:
+			return
+		case <-s.refreshCh:
+			s.publish()
+		case <-s.rec.Changed():
+			if debounce == nil {
+				debounce = time.After(snapshotDebounce)
+			}
+		case <-debounce:
+			debounce = nil
+			s.publish()
+		}
+	}
+}
+
+// publish computes and broadcasts fleetIntel, fleetEvolution, fleetStore
+// and fleetExperiment; the control server caches them for late consoles.
+func (s *intelService) publish() {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	now := time.Now()
+	var msgs []protocol.Message
+	if m, err := s.st.Intel(ctx, now); err == nil {
+		msgs = append(msgs, m)
+	} else {
+		s.log.Warn("intel snapshot", "err", err)
+	}
+	if m, err := s.st.Evolution(ctx, now); err == nil {
+		msgs = append(msgs, m)
+	} else {
+		s.log.Warn("evolution snapshot", "err", err)
+	}
+	if m, err := s.st.Explorer(ctx, now); err == nil {
+		msgs = append(msgs, m)
+	} else {
+		s.log.Warn("store snapshot", "err", err)
+	}
+	if m, err := s.st.Experiments(ctx, now); err == nil {
+		msgs = append(msgs, m)
+	} else {
+		s.log.Warn("experiment snapshot", "err", err)
+	}
+	for _, m := range msgs {
+		s.pub.Broadcast(m)
+	}
+}
+
+// Skill resolves name for a new task. While the skill has a shadow being
+// evaluated, tasks alternate between the current version and the shadow
+// (the first one gets the current version), so both are tried on real
+// work.
+func (s *intelService) Skill(ctx context.Context, name string) (engine.SkillUse, error) {
+	sk, err := skill.Find(s.dirs, name)
+	if err != nil {
+		return engine.SkillUse{}, err
+	}
+	v, err := s.st.RegisterSkill(ctx, name, sk.Content)
+	if err != nil {
+		return engine.SkillUse{}, err
+	}
+	use := engine.SkillUse{Name: name, Version: v.Version, Text: sk.Content}
+	shadows, err := s.st.Shadows(ctx, name)
+	if err != nil {
+		return engine.SkillUse{}, err
+	}
+	for _, sh := range shadows {
+		if sh.Status != "evaluating" {
+			continue
+		}
+		s.mu.Lock()
+		n := s.ab[name]
+		s.ab[name]++
+		s.mu.Unlock()
+		if n%2 == 1 {
+			use.Shadow, use.Text = sh.ID, sh.Content
+		}
+		break
+	}
+	return use, nil
+}
+
+// Command answers /fleet-intel and /learn.
+func (s *intelService) Command(ctx context.Context, name, args string) (string, error) {
+	f := strings.Fields(args)
+	switch name {
+	case "/fleet-intel":
+		return s.fleetIntel(ctx, f)
+	case "/learn":
+		return s.learn(ctx, f)
+	}
+	return "", fmt.Errorf("unknown intel command %s", name)
+}
+
+func (s *intelService) fleetIntel(ctx context.Context, f []string) (string, error) {
+	const usage = "Usage: /fleet-intel, /fleet-intel accept ID, /fleet-intel dismiss ID"
+	if len(f) == 2 && (f[0] == "accept" || f[0] == "dismiss") {
+		if err := s.st.SetSuggestionState(ctx, f[1], f[0]+"ed"); err != nil {
+			return "", err
+		}
+		s.Refresh()
+		if f[0] == "accept" {
+			return fmt.Sprintf("Accepted %s: it is no longer pending (acting on it is up to you).", f[1]), nil
+		}
+		return fmt.Sprintf("Dismissed %s: it will not be suggested again.", f[1]), nil
+	}
+	if len(f) != 0 {
+		return usage, nil
+	}
+	// Make what this session did so far count.
+	_ = s.rec.Flush(ctx)
+	now := time.Now()
+	in, err := s.st.Intel(ctx, now)
+	if err != nil {
+		return "", err
+	}
+	sugg, err := s.st.Suggestions(ctx, now)
+	if err != nil {
+		return "", err
+	}
+	s.Refresh()
+	sum := in.Summary
+	var b strings.Builder
+	fmt.Fprintf(&b, "%d session(s), %d agent run(s), %d failed (success rate %.0f%%), %d tokens",
+		sum.SessionCount, sum.TotalAgentRuns, sum.FailedRuns, sum.SuccessRate*100, sum.TotalTokens)
+	if sum.AvgSessionDurationMs > 0 {
+		fmt.Fprintf(&b, ", sessions last %s on average", time.Duration(sum.AvgSessionDurationMs*float64(time.Millisecond)).Round(time.Second))
+	}
+	if len(sum.TopErrors) > 0 {
+		b.WriteString("\nTop errors:")
+		for _, e := range sum.TopErrors {
+			fmt.Fprintf(&b, "\n  %d× %s", e.Count, e.Message)
+		}
+	}
+	pending := 0
+	for _, sg := range sugg {
+		if sg.State != "pending" {
+			continue
+		}
+		if pending == 0 {
+			b.WriteString("\nSuggestions (/fleet-intel accept|dismiss ID):")
+		}
+		pending++
+		fmt.Fprintf(&b, "\n  %s [%s, confidence %.2f] %s\n      evidence: %s", sg.ID, sg.Rule, sg.Confidence, sg.Title, sg.Evidence)
+	}
+	if pending == 0 {
+		b.WriteString("\nNo suggestions: no rule fires on the data so far (docs/intel.md lists the rules).")
+	}
+	return b.String(), nil
+}
+
+// maxPatchFile bounds a /learn --from file.
+const maxPatchFile = skill.MaxSize
+
+func (s *intelService) learn(ctx context.Context, f []string) (string, error) {
+	const usage = "Usage: /learn (skills and their shadows), /learn SKILL (propose a shadow from its failures), /learn SKILL --from FILE (your version as the shadow), /learn apply SHADOW, /learn reject SHADOW"
+	switch {
+	case len(f) == 0:
+		return s.skillsReport(ctx)
+	case len(f) == 2 && f[0] == "apply":
+		return s.applyShadow(ctx, f[1])
+	case len(f) == 2 && f[0] == "reject":
+		if err := s.st.RejectShadow(ctx, f[1]); err != nil {
+			return "", err
+		}
+		s.Refresh()
+		return fmt.Sprintf("Rejected %s; the skill stays as it is.", f[1]), nil
+	case len(f) == 3 && f[1] == "--from":
+		return s.shadowFromFile(ctx, f[0], f[2])
+	case len(f) == 1:
+		return s.draftShadow(ctx, f[0])
+	}
+	return usage, nil
+}
+
+func (s *intelService) skillsReport(ctx context.Context) (string, error) {
+	skills := skill.List(s.dirs)
+	if len(skills) == 0 {
+		return fmt.Sprintf("No skills yet. A skill is a file NAME.md in %s; use it with /spawn --skill NAME TEXT.", strings.Join(s.dirs, " or ")), nil
+	}
+	ev, err := s.st.Evolution(ctx, time.Now())
+	if err != nil {
+		return "", err
+	}
+	var b strings.Builder
+	b.WriteString("Skills:")
+	for _, sk := range skills {
+		fmt.Fprintf(&b, "\n  %-20s %s", sk.Name, sk.Path)
+		for _, t := range ev.Skills {
+			if t.Name == sk.Name {
+				fmt.Fprintf(&b, "  %d use(s), success %.0f%%, %d evolution(s)", t.Uses, t.SuccessRate*100, t.EvolutionCount)
+			}
+		}
+	}
+	for _, sh := range ev.Shadows {
+		fmt.Fprintf(&b, "\nShadow %s of %s: %s", sh.ID, sh.Skill, sh.Summary)
+		if sh.Trials != nil {
+			fmt.Fprintf(&b, " (%d trial(s)", *sh.Trials)
+			if sh.CandidateSuccessRate != nil {
+				fmt.Fprintf(&b, ", %.0f%% pass", *sh.CandidateSuccessRate*100)
+			}
+			if sh.BaselineSuccessRate != nil {
+				fmt.Fprintf(&b, " vs %.0f%% for the current version", *sh.BaselineSuccessRate*100)
+			}
+			b.WriteString(")")
+		}
+	}
+	return b.String(), nil
+}
+
+// failuresText lists a skill's recent failures for a patch's author.
+func (s *intelService) failuresText(ctx context.Context, name string) (string, int, error) {
+	fails, err := s.st.SkillFailures(ctx, name, 5)
+	if err != nil {
+		return "", 0, err
+	}
+	var b strings.Builder
+	for _, r := range fails {
+		fmt.Fprintf(&b, "- task %q failed (%s): %s\n", oneLineText(r.Task, 200), intel.Classify(r), oneLineText(r.Error, 300))
+	}
+	return b.String(), len(fails), nil
+}
+
+func (s *intelService) shadowFromFile(ctx context.Context, name, file string) (string, error) {
+	sk, err := skill.Find(s.dirs, name)
+	if err != nil {
+		return "", err
+	}
+	if !filepath.IsAbs(file) {
+		file = filepath.Join(s.cwd, file)
+	}
+	fi, err := os.Stat(file)
+	if err != nil {
+		return "", fmt.Errorf("read the new version: %w", err)
+	}
+	if fi.Size() > maxPatchFile || !fi.Mode().IsRegular() {
+		return "", fmt.Errorf("%s is not a regular file of at most %d bytes", file, maxPatchFile)
+	}
+	content, err := os.ReadFile(file)
+	if err != nil {
+		return "", fmt.Errorf("read the new version: %w", err)
+	}
+	return s.addShadow(ctx, sk, string(content), "operator", "operator's version from "+filepath.Base(file))
+}
+
+func (s *intelService) addShadow(ctx context.Context, sk skill.Skill, content, author, summary string) (string, error) {
+	if strings.TrimSpace(content) == "" {
+		return "", errors.New("the new version is empty")
+	}
+	if content == sk.Content {
+		return "", fmt.Errorf("the new version of %s is the same as the current one", sk.Name)
+	}
+	base, err := s.st.RegisterSkill(ctx, sk.Name, sk.Content)
+	if err != nil {
+		return "", err
+	}
+	sh, err := s.st.AddShadow(ctx, intel.Shadow{Skill: sk.Name, BaseVersion: base.Version, Content: content, Summary: summary, Author: author})
+	if err != nil {
+		return "", err
+	}
+	s.Refresh()
+	return fmt.Sprintf("Shadow %s of %s (against v%d): from now on /spawn --skill %s alternates between v%d and the shadow. /learn shows how each does; /learn apply %s or /learn reject %s decides.",
+		sh.ID, sk.Name, base.Version, sk.Name, base.Version, sh.ID, sh.ID), nil
+}
+
+// draftShadow has the fleet's agent draft a better version of a skill from
+// its failures; with the local provider the operator writes it.
+func (s *intelService) draftShadow(ctx context.Context, name string) (string, error) {
+	sk, err := skill.Find(s.dirs, name)
+	if err != nil {
+		return "", err
+	}
+	fails, n, err := s.failuresText(ctx, name)
+	if err != nil {
+		return "", err
+	}
+	if n == 0 {
+		return fmt.Sprintf("%s has no recorded failures to learn from. To try a new version anyway: /learn %s --from FILE.", name, name), nil
+	}
+	if s.drafter == nil {
+		return fmt.Sprintf("%s's recent failures:\n%sThe local provider has no agent to draft a fix: write the new version to a file and run /learn %s --from FILE.", name, fails, name), nil
+	}
+	prompt := fmt.Sprintf("You maintain the skill %q, instructions that coding agents follow. Its current text is between <skill> tags:\n<skill>\n%s\n</skill>\nRecent tasks that used it failed:\n%s\nWrite an improved version that would avoid these failures. Reply with only the complete new text between <skill> and </skill>; do not use any tools.",
+		name, sk.Content, fails)
+	text, err := s.draft(ctx, prompt)
+	if err != nil {
+		return "", fmt.Errorf("the agent could not draft a new version of %s: %w", name, err)
+	}
+	if i := strings.Index(text, "<skill>"); i >= 0 {
+		text = text[i+len("<skill>"):]
+		if j := strings.Index(text, "</skill>"); j >= 0 {
+			text = text[:j]
+		}
+	}
+	text = strings.TrimSpace(text) + "\n"
+	return s.addShadow(ctx, sk, text, "coordinator", fmt.Sprintf("%s's draft from %d failure(s)", s.drafter.Name(), n))
+}
+
+// draft runs one turn of the drafter in an empty directory and returns
+// its final text.
+func (s *intelService) draft(ctx context.Context, prompt string) (string, error) {
+	dir, err := os.MkdirTemp("", "fleet-learn-")
+	if err != nil {
+		return "", err
+	}
+	defer os.RemoveAll(dir)
+	h := &draftHost{turn: make(chan provider.TurnEnded, 1)}
+	sess, err := s.drafter.Start(ctx, provider.Spec{Agent: "learn", Role: provider.RoleWorker, Dir: dir,
+		Env: append(os.Environ(), provider.SessionEnv+"="+s.session.ID)}, h)
+	if err != nil {
+		return "", err
+	}
+	defer sess.Close()
+	if err := sess.Send(ctx, provider.Turn{Text: prompt}); err != nil {
+		return "", err
+	}
+	select {
+	case res := <-h.turn:
+		if res.Err != nil {
+			return "", res.Err
+		}
+		if strings.TrimSpace(res.Result) != "" {
+			return res.Result, nil
+		}
+		return h.text(), nil
+	case <-sess.Done():
+		return "", fmt.Errorf("the agent session ended: %v", sess.Err())
+	case <-ctx.Done():
+		return "", ctx.Err()
+	}
+}
+
+// draftHost is the drafter's host: it collects text and denies every tool.
+type draftHost struct {
+	turn chan provider.TurnEnded
+	mu   sync.Mutex
+	buf  strings.Builder
+}
+
+func (h *draftHost) Event(ev provider.Event) {
+	switch ev := ev.(type) {
+	case provider.Text:
+		h.mu.Lock()
+		if h.buf.Len() < maxPatchFile {
+			h.buf.WriteString(ev.Text)
+		}
+		h.mu.Unlock()
+	case provider.TurnEnded:
+		select {
+		case h.turn <- ev:
+		default:
+		}
+	}
+}
+
+func (h *draftHost) text() string { h.mu.Lock(); defer h.mu.Unlock(); return h.buf.String() }
+
+func (h *draftHost) Permission(ctx context.Context, r provider.PermissionRequest) (provider.Decision, error) {
+	return provider.Decision{}, provider.ErrNoAnswer
+}
+func (h *draftHost) Ask(ctx context.Context, q provider.Question) (string, error) {
+	return "", provider.ErrNoAnswer
+}
+func (h *draftHost) Confirm(ctx context.Context, summary string) (bool, error) { return false, nil }
+
+func (s *intelService) applyShadow(ctx context.Context, id string) (string, error) {
+	sh, err := s.st.Shadow(ctx, id)
+	if err != nil {
+		return "", err
+	}
+	if sh.Status != "evaluating" {
+		return "", fmt.Errorf("%s is %s, not being evaluated", id, sh.Status)
+	}
+	sk, err := skill.Find(s.dirs, sh.Skill)
+	if err != nil {
+		return "", err
+	}
+	if err := skill.Write(sk.Path, sh.Content); err != nil {
+		return "", err
+	}
+	rec, err := s.st.ApplyShadow(ctx, id)
+	if err != nil {
+		return "", err
+	}
+	s.Refresh()
+	msg := fmt.Sprintf("Applied %s to %s (%s)", id, sh.Skill, sk.Path)
+	if rec.Version != nil {
+		msg += fmt.Sprintf(": it is now v%d", *rec.Version)
+	}
+	if rec.SuccessRateBefore != nil && rec.SuccessRateAfter != nil {
+		msg += fmt.Sprintf("; success %.0f%% before, %.0f%% with the shadow", *rec.SuccessRateBefore*100, *rec.SuccessRateAfter*100)
+	}
+	return msg + ".", nil
+}
+
+func oneLineText(s string, max int) string {
+	s = strings.Join(strings.Fields(s), " ")
+	if r := []rune(s); len(r) > max {
+		return string(r[:max-1]) + "…"
+	}
+	return s
+}
