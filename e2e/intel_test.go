@@ -90,6 +90,33 @@ func TestIntelWithTheLocalProvider(t *testing.T) {
 	if sh := ev.Shadows[0]; sh.CandidateSuccessRate == nil || *sh.CandidateSuccessRate != 1 || sh.BaselineSuccessRate == nil || *sh.BaselineSuccessRate != 0 {
 		t.Fatalf("shadow: %+v", sh)
 	}
+	// 4 runs have failed with "exit status N" now: the recurring-error rule
+	// fires. Dismissed, it is gone from fleetIntel and stays gone.
+	c.Prompt("/fleet-intel")
+	r = s.waitLong("/fleet-intel with a suggestion", replyContaining("[recurring-error")).(*protocol.Reply)
+	_, after, _ := strings.Cut(r.Text, "Suggestions (/fleet-intel accept|dismiss ID):\n  ")
+	id := strings.Fields(after)[0]
+	c.Prompt("/fleet-intel dismiss " + id)
+	s.waitLong("dismissed", replyContaining("Dismissed "+id))
+	s.waitLong("fleetIntel without it", func(m protocol.Message) bool {
+		fi, ok := m.(*protocol.FleetIntel)
+		if !ok {
+			return false
+		}
+		for _, sg := range fi.Suggestions {
+			if sg.ID == id {
+				return false
+			}
+		}
+		return true
+	})
+	c.Prompt("$ false")
+	s.waitLong("w8 fails", hubFrom("w8", protocol.HubFailed))
+	c.Prompt("/fleet-intel")
+	if r := s.waitLong("/fleet-intel again", replyContaining("agent run(s)")).(*protocol.Reply); strings.Contains(r.Text, id) {
+		t.Fatalf("a dismissed suggestion came back: %s", r.Text)
+	}
+
 	c.Prompt("/learn apply " + shadow)
 	s.waitLong("applied", replyContaining("Applied "+shadow))
 	if got, _ := os.ReadFile(filepath.Join(skills, "greet.md")); !strings.Contains(string(got), "; true") {
@@ -136,7 +163,7 @@ func TestIntelWithTheLocalProvider(t *testing.T) {
 	if err := json.Unmarshal([]byte(out), &got); err != nil {
 		t.Fatal(err)
 	}
-	if got.FleetIntel.Summary.TotalAgentRuns != 7 || got.FleetIntel.Summary.FailedRuns != 4 || len(got.FleetIntel.Skills) != 1 || got.FleetIntel.Skills[0].Uses != 3 {
+	if got.FleetIntel.Summary.TotalAgentRuns != 8 || got.FleetIntel.Summary.FailedRuns != 5 || len(got.FleetIntel.Skills) != 1 || got.FleetIntel.Skills[0].Uses != 3 {
 		t.Fatalf("fleet intel --json: %+v", got.FleetIntel)
 	}
 	steered := false
