@@ -58,8 +58,10 @@ func openIntel(home string, sess intel.Session, pub engine.Publisher, log *slog.
 		refreshCh: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{}), ab: map[string]int{},
 	}
 	s.rec.Session(sess)
+	// Published before the fleet serves anyone, so every console's replay
+	// has the four snapshots.
+	s.publish()
 	go s.loop(retention)
-	s.Refresh()
 	return s, ""
 }
 

@@ -330,7 +330,7 @@ func TestAskAnsweredBySecondClientWhileThirdWatches(t *testing.T) {
 			break
 		}
 	}
-	if got := strings.Join(order, " "); got != "commandCatalog hydrate fleetState replayEnd" {
+	if got := strings.Join(order, " "); got != "commandCatalog fleetIntel fleetEvolution fleetStore fleetExperiment hydrate fleetState replayEnd" {
 		t.Fatalf("replay order %q", got)
 	}
 	found := false
