@@ -67,10 +67,10 @@ func (e *env) writeExperiment(body string) string {
 
 // noSampleLeftovers fails unless the repository has only its own work tree
 // and no fleet/exp-* branch, and the experiments' worktree roots are gone.
-func (e *env) noSampleLeftovers() {
+func (e *env) noSampleLeftovers(stderr string) {
 	e.t.Helper()
 	if wl := gitIn(e.t, e.cwd, "worktree", "list"); strings.Count(wl, "\n") != 0 {
-		e.t.Fatalf("worktrees left:\n%s", wl)
+		e.t.Fatalf("worktrees left:\n%s\nthe run's stderr:\n%s", wl, stderr)
 	}
 	if b := gitIn(e.t, e.cwd, "branch", "--list", "fleet/*"); b != "" {
 		e.t.Fatalf("branches left: %s", b)
@@ -136,14 +136,14 @@ func TestExperimentClearWinner(t *testing.T) {
 		strings.Join(r.Compared, ",") != "control,flaky" {
 		t.Fatalf("decision: winner %q, p %v, compared %v, test %q", r.Winner, r.PValue, r.Compared, r.Test)
 	}
-	e.noSampleLeftovers()
+	e.noSampleLeftovers(stderr)
 
 	// A second run, in text this time.
 	stdout, stderr, code = e.fleet("", "experiment", "run", path)
 	if code != 0 || !strings.Contains(stdout, "Winner: control (p = 0.03251)") || !strings.Contains(stdout, "flaky    local     10       5       50.0%") {
 		t.Fatalf("exit %d\nstdout:\n%s\nstderr:\n%s", code, stdout, stderr)
 	}
-	e.noSampleLeftovers()
+	e.noSampleLeftovers(stderr)
 
 	st, err := intel.Open(intel.DefaultPath(e.home))
 	if err != nil {
@@ -190,12 +190,12 @@ func TestExperimentNoWinner(t *testing.T) {
 		r.Variants[1].Lift == nil || *r.Variants[1].Lift != 0 || r.Winner != "" || r.PValue == nil || *r.PValue != 1 {
 		t.Fatalf("run: %+v", r)
 	}
-	e.noSampleLeftovers()
+	e.noSampleLeftovers(stderr)
 	stdout, _, code = e.fleet("", "experiment", "run", path)
 	if code != 0 || !strings.Contains(stdout, "No winner: the data cannot tell (p = 1): a and b tie for the highest pass rate (50.0%)") {
 		t.Fatalf("exit %d\n%s", code, stdout)
 	}
-	e.noSampleLeftovers()
+	e.noSampleLeftovers(stderr)
 }
 
 // Ctrl-C while samples run: the sessions' processes end, the worktrees go,
@@ -253,5 +253,5 @@ func TestExperimentInterrupted(t *testing.T) {
 			t.Errorf("task process %d is still there: %v", pid, err)
 		}
 	}
-	e.noSampleLeftovers()
+	e.noSampleLeftovers(stderr.String())
 }

@@ -468,7 +468,19 @@ func (r *runner) remove(ctx context.Context, worker string, s *Sample) {
 	}
 	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)
 	defer cancel()
-	err := r.mgr.Remove(cctx, worker, worktree.RemoveOptions{Force: true, DeleteBranch: true})
+	// Samples running in parallel remove their worktrees at once; git's
+	// own lock retries can run out on a loaded machine, so try again.
+	var err error
+	for attempt, wait := 0, 200*time.Millisecond; attempt < 4; attempt, wait = attempt+1, wait*3 {
+		err = r.mgr.Remove(cctx, worker, worktree.RemoveOptions{Force: true, DeleteBranch: true})
+		if err == nil || errors.Is(err, os.ErrNotExist) || cctx.Err() != nil {
+			break
+		}
+		select {
+		case <-time.After(wait):
+		case <-cctx.Done():
+		}
+	}
 	if err != nil && !errors.Is(err, os.ErrNotExist) {
 		s.Worktree = r.mgr.Path(worker)
 		r.warn(fmt.Sprintf("could not remove the worktree of %s (%s): %v", worker, s.Worktree, err))
