@@ -92,14 +92,29 @@ figure and rule.
 		Use:   "prune",
 		Short: "Delete sessions older than a retention period from the intel store",
 		Long: `prune deletes the sessions that ended (or started, when they never ended)
-before --older-than ago, with their runs, tools and steering. Skills, their
-evolution, experiments and suggestion decisions are kept. A running fleet
-prunes by intel.retentionDays in config.json when it starts.`,
-		Example: "  fleet intel prune --older-than 2160h   # 90 days",
+longer ago than the retention period, with their runs, tools and steering.
+The period is --older-than, else intel.retentionDays in config.json (default
+180 days). Skills, their evolution, experiments and suggestion decisions are
+kept. A running fleet prunes by intel.retentionDays when it starts.`,
+		Example: "  fleet intel prune\n  fleet intel prune --older-than 2160h   # 90 days",
 		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if olderThan <= 0 {
+			if cmd.Flags().Changed("older-than") && olderThan <= 0 {
 				return usageErr("--older-than must be positive, e.g. 720h")
+			}
+			if olderThan <= 0 {
+				home, err := config.Home()
+				if err != nil {
+					return err
+				}
+				file, err := config.Load(home)
+				if err != nil {
+					return err
+				}
+				if olderThan = file.IntelRetention(); olderThan <= 0 {
+					fmt.Fprintln(cmd.OutOrStdout(), "intel.retentionDays is 0 (keep everything): nothing pruned; --older-than prunes anyway")
+					return nil
+				}
 			}
 			st, err := openIntelStore()
 			if err != nil {
@@ -110,11 +125,15 @@ prunes by intel.retentionDays in config.json when it starts.`,
 			if err != nil {
 				return err
 			}
-			fmt.Fprintf(cmd.OutOrStdout(), "pruned %d session(s), %d run(s), %d steering record(s) older than %s\n", res.Sessions, res.Runs, res.Steering, olderThan)
+			age := olderThan.String()
+			if olderThan%(24*time.Hour) == 0 {
+				age = fmt.Sprintf("%d days", olderThan/(24*time.Hour))
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "pruned %d session(s), %d run(s), %d steering record(s) older than %s\n", res.Sessions, res.Runs, res.Steering, age)
 			return nil
 		},
 	}
-	prune.Flags().DurationVar(&olderThan, "older-than", 0, "delete sessions older than this (e.g. 2160h for 90 days)")
+	prune.Flags().DurationVar(&olderThan, "older-than", 0, "delete sessions older than this (e.g. 2160h for 90 days; default intel.retentionDays)")
 	cmd.AddCommand(prune)
 	return cmd
 }
