@@ -2,8 +2,9 @@ package experiment
 
 import (
 	"fmt"
-	"math"
 	"slices"
+
+	exact "github.com/agents-fleet/fleet/internal/stats"
 )
 
 // Alpha is the significance level of the decision.
@@ -145,40 +146,8 @@ func compareRates(a, b VariantStats) int {
 }
 
 // FisherExact is the two-sided p-value of Fisher's exact test on the 2×2
-// table [[a b] [c d]]: with the margins fixed, the probability of every
-// table at most as likely as the one observed. Probabilities within a
-// relative 1e-7 of the observed one count as equal (R's fisher.test does
-// the same), so rounding cannot drop a table that ties. Negative counts
-// are a programmer error and give 1.
-func FisherExact(a, b, c, d int64) float64 {
-	if a < 0 || b < 0 || c < 0 || d < 0 {
-		return 1
-	}
-	row1, row2, col1 := a+b, c+d, a+c
-	n := row1 + row2
-	if n == 0 {
-		return 1
-	}
-	lo, hi := max(0, col1-row2), min(row1, col1)
-	denom := logChoose(n, col1)
-	logP := func(x int64) float64 { return logChoose(row1, x) + logChoose(row2, col1-x) - denom }
-	observed := logP(a) + math.Log1p(1e-7)
-	var p float64
-	for x := lo; x <= hi; x++ {
-		if lp := logP(x); lp <= observed {
-			p += math.Exp(lp)
-		}
-	}
-	return min(p, 1)
-}
-
-// logChoose is log(n choose k).
-func logChoose(n, k int64) float64 { return logFactorial(n) - logFactorial(k) - logFactorial(n-k) }
-
-func logFactorial(n int64) float64 {
-	v, _ := math.Lgamma(float64(n) + 1)
-	return v
-}
+// table [[a b] [c d]] (internal/stats).
+func FisherExact(a, b, c, d int64) float64 { return exact.FisherTwoSided(a, b, c, d) }
 
 // FormatP prints a p-value with four significant digits: 0.0325,
 // 1.083e-05, 1.

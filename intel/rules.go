@@ -12,6 +12,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/agents-fleet/fleet/internal/stats"
 )
 
 // Suggestion is one thing the store's data says an operator could change,
@@ -305,7 +307,7 @@ func providerFailureRate(ctx context.Context, q querier, _ time.Time) ([]Suggest
 					a.failed*b.judged <= b.failed*a.judged {
 					continue
 				}
-				p := fisherTwoSided(a.failed, a.judged-a.failed, b.failed, b.judged-b.failed)
+				p := stats.FisherTwoSided(a.failed, a.judged-a.failed, b.failed, b.judged-b.failed)
 				if p < providerAlpha && p < bestP {
 					best, bestP = b, p
 				}
@@ -528,7 +530,7 @@ func skillRegression(ctx context.Context, q querier, _ time.Time) ([]Suggestion,
 		}
 		title := fmt.Sprintf("skill %s succeeded in %d of %d runs (%s): run /learn %s",
 			name, v.passed, v.judged, percent(v.passed, v.judged), v.skill)
-		p := binomLowerTail(v.passed, v.judged)
+		p := stats.BinomLowerTail(v.passed, v.judged)
 		evidence := fmt.Sprintf("%d of %d judged runs of %s completed; one-sided binomial test against a 50%% success rate: p = %s",
 			v.passed, v.judged, name, formatP(p))
 		out = append(out, newSuggestion(RuleSkillRegression, v.skill+"\x00"+strconv.FormatInt(v.version, 10),

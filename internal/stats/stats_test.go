@@ -1,4 +1,4 @@
-package intel
+package stats
 
 import (
 	"math"
@@ -24,7 +24,7 @@ func TestFisherTwoSided(t *testing.T) {
 		{3, 3, 3, 3, 1},
 		{0, 0, 0, 0, 1},
 	} {
-		if got := fisherTwoSided(tc.a, tc.b, tc.c, tc.d); math.Abs(got-tc.want) > 1e-6 {
+		if got := FisherTwoSided(tc.a, tc.b, tc.c, tc.d); math.Abs(got-tc.want) > 1e-6 {
 			t.Errorf("fisher(%d %d %d %d) = %.7f, want %.7f", tc.a, tc.b, tc.c, tc.d, got, tc.want)
 		}
 	}
@@ -40,7 +40,7 @@ func TestBinomLowerTail(t *testing.T) {
 		{0, 5, 1.0 / 32},
 		{5, 5, 1},
 	} {
-		if got := binomLowerTail(tc.k, tc.n); math.Abs(got-tc.want) > 1e-12 {
+		if got := BinomLowerTail(tc.k, tc.n); math.Abs(got-tc.want) > 1e-12 {
 			t.Errorf("P(X ≤ %d | %d) = %v, want %v", tc.k, tc.n, got, tc.want)
 		}
 	}

@@ -1,12 +1,16 @@
-package intel
+// Package stats holds the exact tests the fleet's decisions rest on:
+// Fisher's exact test (experiments' winners, the provider-failure-rate
+// rule) and the binomial lower tail (the skill-regression rule).
+package stats
 
 import "math"
 
-// fisherTwoSided is the two-sided p-value of Fisher's exact test on the 2×2
+// FisherTwoSided is the two-sided p-value of Fisher's exact test on the 2×2
 // table [[a b] [c d]]: the probability, with the margins fixed, of a table
-// at most as likely as the one observed (R's fisher.test, with its relative
-// tolerance of 1e-7 for ties).
-func fisherTwoSided(a, b, c, d int64) float64 {
+// at most as likely as the one observed. Probabilities within a relative
+// 1e-7 of the observed one count as equal (R's fisher.test does the same),
+// so rounding cannot drop a table that ties. Negative counts give 1.
+func FisherTwoSided(a, b, c, d int64) float64 {
 	if a < 0 || b < 0 || c < 0 || d < 0 {
 		return 1
 	}
@@ -28,8 +32,8 @@ func fisherTwoSided(a, b, c, d int64) float64 {
 	return min(p, 1)
 }
 
-// binomLowerTail is P(X ≤ k) for X ~ Binomial(n, 1/2).
-func binomLowerTail(k, n int64) float64 {
+// BinomLowerTail is P(X ≤ k) for X ~ Binomial(n, 1/2).
+func BinomLowerTail(k, n int64) float64 {
 	if k >= n {
 		return 1
 	}
