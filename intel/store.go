@@ -1,23 +1,19 @@
 package intel
 
 import (
-	"bytes"
 	"context"
 	"database/sql"
 	"embed"
 	"errors"
 	"fmt"
-	"io"
-	"io/fs"
-	"net/url"
 	"os"
 	"path/filepath"
-	"strings"
 	"time"
 
 	"modernc.org/sqlite"
 	sqlite3 "modernc.org/sqlite/lib"
 
+	"github.com/agents-fleet/fleet/internal/sqlitefile"
 	"github.com/agents-fleet/fleet/internal/sqlmigrate"
 )
 
@@ -31,6 +27,9 @@ var (
 	ErrNotFound = errors.New("not found")
 	// errSchemaTooNew: the database was written by a newer fleet binary.
 	errSchemaTooNew = errors.New("intel database schema is newer than this fleet binary")
+
+	// errReadOnly is intel's wording of sqlitefile.ErrReadOnly.
+	errReadOnly = fmt.Errorf("%w (is the file or its directory not writable?)", sqlitefile.ErrReadOnly)
 )
 
 const (
@@ -41,8 +40,6 @@ const (
 	busyTimeout = 2 * time.Second
 	// readConns caps the read pool (snapshots, listings).
 	readConns = 4
-	// sqliteHeader starts every SQLite database file.
-	sqliteHeader = "SQLite format 3\x00"
 )
 
 // Migrations are migrations/NNNN_name.sql, numbered from 1 without gaps and
@@ -102,12 +99,12 @@ func Open(path string) (*Store, error) {
 	if err := os.MkdirAll(filepath.Dir(abs), 0o700); err != nil {
 		return nil, openError(abs, fmt.Errorf("create directory: %w", err))
 	}
-	if err := prepareFile(abs); err != nil {
+	if err := sqlitefile.PrepareFile(abs); err != nil {
 		return nil, openError(abs, err)
 	}
-	uri := fileURI(abs)
+	uri := sqlitefile.FileURI(abs)
 	ms := busyTimeout.Milliseconds()
-	// mode=rw: never create the file behind our back (prepareFile did, 0600).
+	// mode=rw: never create the file behind our back (PrepareFile did, 0600).
 	// _txlock=immediate: a write transaction takes the write lock at BEGIN,
 	// where busy_timeout applies.
 	w, err := sql.Open("sqlite", fmt.Sprintf("%s?mode=rw&_txlock=immediate"+
@@ -115,10 +112,7 @@ func Open(path string) (*Store, error) {
 	if err != nil {
 		return nil, openError(abs, err)
 	}
-	w.SetMaxOpenConns(1)
-	w.SetMaxIdleConns(1)
-	w.SetConnMaxLifetime(0)
-	w.SetConnMaxIdleTime(0)
+	sqlitefile.SingleConn(w)
 	s := &Store{path: abs, w: w, now: time.Now}
 	fail := func(err error) (*Store, error) {
 		s.st.close()
@@ -129,7 +123,10 @@ func Open(path string) (*Store, error) {
 		return nil, openError(abs, err)
 	}
 	ctx := context.Background()
-	if err := checkWritable(ctx, w); err != nil {
+	if err := sqlitefile.CheckWritable(ctx, w); err != nil {
+		if errors.Is(err, sqlitefile.ErrReadOnly) {
+			err = errReadOnly
+		}
 		return fail(err)
 	}
 	// Migrations first: they refuse a newer schema (and fail on a corrupt
@@ -138,7 +135,7 @@ func Open(path string) (*Store, error) {
 	if err := sqlmigrate.Apply(ctx, w, migrations, errSchemaTooNew); err != nil {
 		return fail(err)
 	}
-	if err := setWAL(ctx, w); err != nil {
+	if err := sqlitefile.SetWAL(ctx, w, busyTimeout); err != nil {
 		return fail(err)
 	}
 	if err := s.st.prepare(ctx, w); err != nil {
@@ -171,110 +168,8 @@ func (s *Store) Close() error {
 	return nil
 }
 
-// prepareFile creates a missing database file with mode 0600, and refuses an
-// existing file that is not a SQLite database before SQLite touches it.
-func prepareFile(path string) error {
-	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
-	if err == nil {
-		return f.Close() // SQLite treats an empty file as a new database
-	}
-	if !errors.Is(err, fs.ErrExist) {
-		return err
-	}
-	f, err = os.Open(path)
-	if err != nil {
-		return err
-	}
-	defer f.Close()
-	st, err := f.Stat()
-	if err != nil {
-		return err
-	}
-	if !st.Mode().IsRegular() {
-		return errors.New("not a regular file")
-	}
-	var hdr [len(sqliteHeader)]byte
-	n, err := io.ReadFull(f, hdr[:])
-	if n == 0 && (err == io.EOF || err == nil) {
-		return nil // empty: a database nobody has written yet
-	}
-	if !bytes.Equal(hdr[:n], []byte(sqliteHeader)) {
-		return errNotADatabase
-	}
-	if err != nil {
-		return fmt.Errorf("%w (file too short)", errNotADatabase)
-	}
-	return nil
-}
-
-var (
-	errNotADatabase = errors.New("not a SQLite database (refusing to touch it)")
-	errReadOnly     = errors.New("SQLite could only open it read-only (is the file or its directory not writable?)")
-)
-
-// checkWritable fails when SQLite fell back to opening the file read-only
-// (it does so silently when the file is not writable), before any migration
-// could half-run.
-func checkWritable(ctx context.Context, db *sql.DB) error {
-	conn, err := db.Conn(ctx)
-	if err != nil {
-		return err
-	}
-	defer conn.Close()
-	var ro bool
-	err = conn.Raw(func(dc any) error {
-		c, ok := dc.(interface{ IsReadOnly(string) (bool, error) })
-		if !ok {
-			return nil
-		}
-		var err error
-		ro, err = c.IsReadOnly("main")
-		return err
-	})
-	if err != nil {
-		return err
-	}
-	if ro {
-		return errReadOnly
-	}
-	return nil
-}
-
-// setWAL switches the database to WAL mode (persistent: a no-op once done).
-// SQLite does not run the busy handler for the switch, so when several
-// processes open a new file at once the losers retry here.
-func setWAL(ctx context.Context, db *sql.DB) error {
-	deadline := time.Now().Add(busyTimeout)
-	for wait := time.Millisecond; ; wait = min(2*wait, 50*time.Millisecond) {
-		var mode string
-		err := db.QueryRowContext(ctx, `PRAGMA journal_mode = WAL`).Scan(&mode)
-		if err != nil && isBusy(err) && time.Now().Before(deadline) {
-			time.Sleep(wait)
-			continue
-		}
-		if err != nil {
-			return err
-		}
-		if !strings.EqualFold(mode, "wal") {
-			return fmt.Errorf("journal_mode is %q, WAL could not be set", mode)
-		}
-		return nil
-	}
-}
-
-// isBusy reports whether err is SQLite's "another connection holds the
-// lock" (SQLITE_BUSY or SQLITE_LOCKED), which passes.
-func isBusy(err error) bool {
-	var se *sqlite.Error
-	if !errors.As(err, &se) {
-		return false
-	}
-	switch se.Code() & 0xff {
-	case sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED:
-		return true
-	}
-	return false
-}
+// isBusy reports whether err is a lock that passes (the Recorder waits).
+func isBusy(err error) bool { return sqlitefile.IsBusy(err) }
 
 // openError wraps err in ErrUnavailable with the path and, for failures an
 // operator can fix, what is wrong in words.
@@ -305,14 +200,4 @@ func fileHint(err error) string {
 		return "another process holds the database locked"
 	}
 	return ""
-}
-
-// fileURI turns an absolute path into a SQLite URI filename, escaping the
-// characters ('?', '#', '%', …) that would otherwise end or alter the path.
-func fileURI(abs string) string {
-	p := filepath.ToSlash(abs)
-	if p == "" || p[0] != '/' {
-		p = "/" + p // Windows: file:///C:/…
-	}
-	return (&url.URL{Scheme: "file", Path: p}).String()
 }

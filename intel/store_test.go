@@ -9,6 +9,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/agents-fleet/fleet/internal/sqlitefile"
 )
 
 func TestDefaultPath(t *testing.T) {
@@ -52,7 +54,7 @@ func TestOpenRejectsCorrupt(t *testing.T) {
 	for _, tc := range []struct {
 		name   string
 		header string
-	}{{"random", ""}, {"header then garbage", sqliteHeader}} {
+	}{{"random", ""}, {"header then garbage", sqlitefile.Header}} {
 		t.Run(tc.name, func(t *testing.T) {
 			path := filepath.Join(t.TempDir(), "fleet-intel.db")
 			junk := make([]byte, 8192)
@@ -123,7 +125,7 @@ func lockWrite(t *testing.T, path string) (release func()) {
 
 func lock(t *testing.T, path, params string) (release func()) {
 	t.Helper()
-	db, err := sql.Open("sqlite", fileURI(path)+params)
+	db, err := sql.Open("sqlite", sqlitefile.FileURI(path)+params)
 	if err != nil {
 		t.Fatal(err)
 	}

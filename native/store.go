@@ -11,21 +11,18 @@
 package native
 
 import (
-	"bytes"
 	"context"
 	"database/sql"
 	"embed"
 	"errors"
 	"fmt"
-	"io"
-	"io/fs"
-	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
 	"sync"
 	"time"
 
+	"github.com/agents-fleet/fleet/internal/sqlitefile"
 	"github.com/agents-fleet/fleet/internal/sqlmigrate"
 	_ "modernc.org/sqlite" // driver "sqlite"
 )
@@ -43,9 +40,8 @@ var (
 )
 
 const (
-	busyTimeout  = 10 * time.Second
-	readConns    = 4
-	sqliteHeader = "SQLite format 3\x00"
+	busyTimeout = 10 * time.Second
+	readConns   = 4
 	// maxBatch caps the jobs one transaction takes, so one commit never
 	// holds a long queue's answers back behind a huge transaction.
 	maxBatch = 512
@@ -96,17 +92,14 @@ func Open(p string) (*Store, error) {
 	if err := prepareFile(abs); err != nil {
 		return nil, err
 	}
-	uri := (&url.URL{Scheme: "file", Path: filepath.ToSlash(abs)}).String()
+	uri := sqlitefile.FileURI(abs)
 	ms := busyTimeout.Milliseconds()
 	w, err := sql.Open("sqlite", fmt.Sprintf("%s?mode=rw&_txlock=immediate"+
 		"&_pragma=busy_timeout(%d)&_pragma=journal_mode(WAL)&_pragma=synchronous(FULL)", uri, ms))
 	if err != nil {
 		return nil, fmt.Errorf("open native store %s: %w", abs, err)
 	}
-	w.SetMaxOpenConns(1)
-	w.SetMaxIdleConns(1)
-	w.SetConnMaxLifetime(0)
-	w.SetConnMaxIdleTime(0)
+	sqlitefile.SingleConn(w)
 	ctx := context.Background()
 	if err := migrate(ctx, w); err != nil {
 		w.Close()
@@ -250,29 +243,17 @@ func runJob(ctx context.Context, tx *sql.Tx, j *job) jobResult {
 }
 
 // prepareFile creates a missing database file 0600 and refuses a file that
-// is not a SQLite database before SQLite touches it.
+// is not a SQLite database before SQLite touches it (sqlitefile.PrepareFile,
+// in native's words).
 func prepareFile(p string) error {
-	f, err := os.OpenFile(p, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
-	if err == nil {
-		return f.Close()
-	}
-	if !errors.Is(err, fs.ErrExist) {
-		return fmt.Errorf("open native store %s: %w", p, err)
-	}
-	f, err = os.Open(p)
-	if err != nil {
-		return fmt.Errorf("open native store %s: %w", p, err)
-	}
-	defer f.Close()
-	var hdr [len(sqliteHeader)]byte
-	n, err := io.ReadFull(f, hdr[:])
-	if n == 0 && (err == io.EOF || err == nil) {
+	err := sqlitefile.PrepareFile(p)
+	switch {
+	case err == nil:
 		return nil
-	}
-	if !bytes.Equal(hdr[:n], []byte(sqliteHeader)) || err != nil {
+	case errors.Is(err, sqlitefile.ErrNotRegular), errors.Is(err, sqlitefile.ErrNotDatabase):
 		return fmt.Errorf("open native store %s: not a SQLite database (refusing to touch it)", p)
 	}
-	return nil
+	return fmt.Errorf("open native store %s: %w", p, err)
 }
 
 //go:embed migrations/*.sql

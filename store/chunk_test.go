@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agents-fleet/fleet/internal/sqlitefile"
 	"github.com/agents-fleet/fleet/protocol"
 )
 
@@ -178,7 +179,7 @@ func TestChunkManySmallChunks(t *testing.T) {
 // one-row-per-line table (written the way that binary's Append did).
 func oldLayoutDB(t *testing.T, path string, sessions map[string][]TranscriptLine) {
 	t.Helper()
-	db, err := sql.Open("sqlite", fileURI(path)+"?_pragma=foreign_keys(1)&_pragma=journal_mode(WAL)")
+	db, err := sql.Open("sqlite", sqlitefile.FileURI(path)+"?_pragma=foreign_keys(1)&_pragma=journal_mode(WAL)")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -6,6 +6,7 @@ import (
 	"reflect"
 	"testing"
 
+	"github.com/agents-fleet/fleet/internal/sqlitefile"
 	"github.com/agents-fleet/fleet/internal/sqlmigrate"
 )
 
@@ -16,7 +17,7 @@ import (
 // fields are written and read back afterwards.
 func TestAgentColumnsMigration(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "fleet.db")
-	db, err := sql.Open("sqlite", fileURI(path)+"?_pragma=foreign_keys(1)&_pragma=journal_mode(WAL)")
+	db, err := sql.Open("sqlite", sqlitefile.FileURI(path)+"?_pragma=foreign_keys(1)&_pragma=journal_mode(WAL)")
 	if err != nil {
 		t.Fatal(err)
 	}

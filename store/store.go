@@ -15,23 +15,21 @@
 package store
 
 import (
-	"bytes"
 	"context"
 	"database/sql"
 	"errors"
 	"fmt"
-	"io"
 	"io/fs"
-	"net/url"
 	"os"
 	"path/filepath"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"modernc.org/sqlite"
 	sqlite3 "modernc.org/sqlite/lib"
+
+	"github.com/agents-fleet/fleet/internal/sqlitefile"
 )
 
 // Errors callers may branch on. Every other error wraps the SQLite error and
@@ -56,8 +54,6 @@ const (
 	// readConns caps the read pool. Reads are short (Load is bounded by
 	// Limits), so a few connections serve a daemon and its CLI callers.
 	readConns = 4
-	// sqliteHeader starts every SQLite database file.
-	sqliteHeader = "SQLite format 3\x00"
 )
 
 // Store is an open fleet.db.
@@ -128,16 +124,16 @@ func Open(path string) (*Store, error) {
 	if err := os.MkdirAll(filepath.Dir(abs), 0o700); err != nil {
 		return nil, fmt.Errorf("open store %s: create directory: %w", abs, err)
 	}
-	if err := prepareFile(abs); err != nil {
-		return nil, err
+	if err := sqlitefile.PrepareFile(abs); err != nil {
+		return nil, openError(abs, err)
 	}
 
-	uri := fileURI(abs)
+	uri := sqlitefile.FileURI(abs)
 	ms := busyTimeout.Milliseconds()
-	// mode=rw: never create the file behind our back (prepareFile did, with
+	// mode=rw: never create the file behind our back (PrepareFile did, with
 	// 0600). _txlock=immediate: a write transaction takes the write lock at
 	// BEGIN, so busy_timeout applies and a read-only database fails there.
-	// journal_mode is set by setWAL below, not here. wal_autocheckpoint=0:
+	// journal_mode is set by SetWAL below, not here. wal_autocheckpoint=0:
 	// commits never checkpoint, the checkpointer goroutine does.
 	w, err := sql.Open("sqlite", fmt.Sprintf("%s?mode=rw&_txlock=immediate"+
 		"&_pragma=busy_timeout(%d)&_pragma=foreign_keys(1)&_pragma=synchronous(NORMAL)"+
@@ -145,10 +141,7 @@ func Open(path string) (*Store, error) {
 	if err != nil {
 		return nil, openError(abs, err)
 	}
-	w.SetMaxOpenConns(1)
-	w.SetMaxIdleConns(1)
-	w.SetConnMaxLifetime(0)
-	w.SetConnMaxIdleTime(0)
+	sqlitefile.SingleConn(w)
 
 	s := &Store{
 		path:      abs,
@@ -161,7 +154,7 @@ func Open(path string) (*Store, error) {
 		now:       func() int64 { return time.Now().UnixMilli() },
 	}
 	ctx := context.Background()
-	if err := s.checkWritable(ctx); err != nil {
+	if err := sqlitefile.CheckWritable(ctx, w); err != nil {
 		w.Close()
 		return nil, openError(abs, err)
 	}
@@ -171,7 +164,7 @@ func Open(path string) (*Store, error) {
 		w.Close()
 		return nil, openError(abs, err)
 	}
-	if err := setWAL(ctx, w); err != nil {
+	if err := sqlitefile.SetWAL(ctx, w, busyTimeout); err != nil {
 		w.Close()
 		return nil, openError(abs, err)
 	}
@@ -203,10 +196,7 @@ func Open(path string) (*Store, error) {
 	ck, err := sql.Open("sqlite", fmt.Sprintf("%s?mode=rw&_pragma=busy_timeout(%d)&_pragma=synchronous(NORMAL)"+
 		"&_pragma=wal_autocheckpoint(0)", uri, ms))
 	if err == nil {
-		ck.SetMaxOpenConns(1)
-		ck.SetMaxIdleConns(1)
-		ck.SetConnMaxLifetime(0)
-		ck.SetConnMaxIdleTime(0)
+		sqlitefile.SingleConn(ck)
 		err = ck.PingContext(ctx)
 		if err != nil {
 			ck.Close()
@@ -254,97 +244,6 @@ func (s *Store) Close() error {
 	return nil
 }
 
-// prepareFile creates a missing database file with mode 0600, and refuses an
-// existing file that is not a SQLite database, before SQLite touches it.
-func prepareFile(path string) error {
-	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
-	if err == nil {
-		// Created empty: SQLite treats an empty file as a new database.
-		return f.Close()
-	}
-	if !errors.Is(err, fs.ErrExist) {
-		return openError(path, err)
-	}
-	f, err = os.Open(path)
-	if err != nil {
-		return openError(path, err)
-	}
-	defer f.Close()
-	st, err := f.Stat()
-	if err != nil {
-		return openError(path, err)
-	}
-	if !st.Mode().IsRegular() {
-		return fmt.Errorf("open store %s: not a regular file", path)
-	}
-	var hdr [len(sqliteHeader)]byte
-	n, err := io.ReadFull(f, hdr[:])
-	if n == 0 && (err == io.EOF || err == nil) {
-		return nil // empty: a database nobody has written yet
-	}
-	if !bytes.Equal(hdr[:n], []byte(sqliteHeader)) {
-		return fmt.Errorf("open store %s: not a SQLite database (refusing to touch it)", path)
-	}
-	if err != nil {
-		return fmt.Errorf("open store %s: not a SQLite database (file too short)", path)
-	}
-	return nil
-}
-
-// checkWritable fails when SQLite fell back to opening the file read-only
-// (it does so silently when the file is not writable), before any migration
-// could half-run.
-func (s *Store) checkWritable(ctx context.Context) error {
-	conn, err := s.w.Conn(ctx)
-	if err != nil {
-		return err
-	}
-	defer conn.Close()
-	var ro bool
-	err = conn.Raw(func(dc any) error {
-		c, ok := dc.(interface{ IsReadOnly(string) (bool, error) })
-		if !ok {
-			return nil
-		}
-		var err error
-		ro, err = c.IsReadOnly("main")
-		return err
-	})
-	if err != nil {
-		return err
-	}
-	if ro {
-		return errReadOnly
-	}
-	return nil
-}
-
-// setWAL switches the database to WAL mode (persistent: a no-op once done).
-// The switch needs an exclusive lock and SQLite does not run the busy
-// handler for it, so when several processes open a new file at once the
-// losers retry here, up to busyTimeout.
-func setWAL(ctx context.Context, db *sql.DB) error {
-	deadline := time.Now().Add(busyTimeout)
-	for wait := time.Millisecond; ; wait = min(2*wait, 50*time.Millisecond) {
-		var mode string
-		err := db.QueryRowContext(ctx, `PRAGMA journal_mode = WAL`).Scan(&mode)
-		var se *sqlite.Error
-		if err != nil && errors.As(err, &se) && se.Code()&0xff == sqlite3.SQLITE_BUSY && time.Now().Before(deadline) {
-			time.Sleep(wait)
-			continue
-		}
-		if err != nil {
-			return err
-		}
-		if !strings.EqualFold(mode, "wal") {
-			return fmt.Errorf("journal_mode is %q, WAL could not be set", mode)
-		}
-		return nil
-	}
-}
-
-var errReadOnly = errors.New("SQLite could only open it read-only")
-
 // openError wraps err with the path and, for the failures an operator can
 // fix, says what is wrong in words.
 func openError(path string, err error) error {
@@ -361,7 +260,7 @@ func fileHint(path string, err error) string {
 	switch {
 	case errors.Is(err, ErrSchemaTooNew):
 		return "" // the error says it all
-	case errors.Is(err, errReadOnly), errors.Is(err, fs.ErrPermission):
+	case errors.Is(err, sqlitefile.ErrReadOnly), errors.Is(err, fs.ErrPermission):
 		return readOnlyHint(path)
 	case spaceHint(err) != "":
 		return spaceHint(err)
@@ -394,14 +293,4 @@ func readOnlyHint(path string) string {
 		return "directory " + dir + " is not writable (SQLite needs it for the -wal and -shm files)"
 	}
 	return "the database or its directory is not writable"
-}
-
-// fileURI turns an absolute path into a SQLite URI filename, escaping the
-// characters ('?', '#', '%', …) that would otherwise end or alter the path.
-func fileURI(abs string) string {
-	p := filepath.ToSlash(abs)
-	if p == "" || p[0] != '/' {
-		p = "/" + p // Windows: file:///C:/…
-	}
-	return (&url.URL{Scheme: "file", Path: p}).String()
 }
