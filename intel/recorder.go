@@ -224,6 +224,14 @@ func (r *Recorder) drain() {
 
 		committed := r.write(batch)
 		clear(batch)
+		// Signalled before Flush's waiters wake, so that one who flushed
+		// finds it.
+		if committed {
+			select {
+			case r.changed <- struct{}{}:
+			default:
+			}
+		}
 
 		r.mu.Lock()
 		r.done += uint64(len(batch))
@@ -231,12 +239,6 @@ func (r *Recorder) drain() {
 		close(r.progress)
 		r.progress = make(chan struct{})
 		r.mu.Unlock()
-		if committed {
-			select {
-			case r.changed <- struct{}{}:
-			default:
-			}
-		}
 	}
 }
 
