@@ -265,6 +265,8 @@ func (s *intelService) fleetIntel(ctx context.Context, f []string) (string, erro
 const maxPatchFile = skill.MaxSize
 
 func (s *intelService) learn(ctx context.Context, f []string) (string, error) {
+	// What this session recorded so far counts (failures, trials).
+	_ = s.rec.Flush(ctx)
 	const usage = "Usage: /learn (skills and their shadows), /learn SKILL (propose a shadow from its failures), /learn SKILL --from FILE (your version as the shadow), /learn apply SHADOW, /learn reject SHADOW"
 	switch {
 	case len(f) == 0:
