@@ -3,14 +3,17 @@ package e2e
 import (
 	"bytes"
 	"encoding/json"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/agents-fleet/fleet/internal/modelmock"
 	"github.com/agents-fleet/fleet/protocol"
+	"github.com/creack/pty"
 )
 
 // gitIn runs git in dir and returns its trimmed output.
@@ -305,4 +308,62 @@ func TestClaudeWorkIsCommittedOnSettleAndMerges(t *testing.T) {
 		t.Fatalf("fleet workers --json: %v %s", err, out)
 	}
 	d.stop()
+}
+
+// On a terminal fleet diff is coloured, and git's pager is never started
+// (it would wait for a key in scripts that happen to have a tty).
+func TestDiffOnATerminalIsColouredWithoutAPager(t *testing.T) {
+	e := newEnv(t)
+	e.gitRepo()
+	d := e.start("--control-socket")
+	c := d.dial(protocol.ClientREPL, "op")
+	s := watch(t, c)
+	s.waitFor("replayEnd", isType(protocol.TypeReplayEnd))
+	c.Prompt("$ echo one > one.txt")
+	gitOf(s, "w1's change", "w1", func(g *protocol.WorkerGit) bool { return g.FilesChanged == 1 })
+	d.stop()
+
+	ptmx, tty, err := pty.Open()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ptmx.Close()
+	cmd := exec.Command(fleetBin, "diff", "w1")
+	cmd.Dir, cmd.Env = e.cwd, append(e.environ(), "TERM=xterm", "PAGER=less", "GIT_PAGER=less")
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = tty, tty, tty
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	tty.Close()
+	out := &ptyOutput{changed: make(chan struct{})}
+	go io.Copy(out, ptmx)
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("fleet diff: %v", err)
+		}
+	case <-time.After(ptyWait):
+		cmd.Process.Kill()
+		t.Fatal("fleet diff on a terminal did not exit (a pager waiting?)")
+	}
+	deadline := time.After(ptyWait)
+	for {
+		text, more := out.snapshot()
+		if strings.Contains(text, "+one") {
+			out.mu.Lock()
+			raw := out.raw.String()
+			out.mu.Unlock()
+			if !strings.Contains(raw, "\x1b[32m") || strings.Contains(raw, "\x1b[?1h") {
+				t.Fatalf("not coloured, or paged: %q", raw)
+			}
+			return
+		}
+		select {
+		case <-deadline:
+			t.Fatalf("no diff on the terminal: %q", text)
+		case <-more:
+		}
+	}
 }

@@ -100,14 +100,16 @@ var scrubbedEnv = map[string]bool{
 	"GIT_QUARANTINE_PATH":              true,
 	"GIT_TERMINAL_PROMPT":              true,
 	"GIT_OPTIONAL_LOCKS":               true,
+	"GIT_PAGER":                        true,
 	"LC_ALL":                           true,
 	"LANG":                             true,
 	"LANGUAGE":                         true,
 }
 
 // gitEnv is the environment every git command runs with: the process's,
-// without the variables above, never prompting, in the C locale (messages
-// are matched, so they must be English).
+// without the variables above, never prompting, never paging (fleet diff
+// writes to a terminal itself), in the C locale (messages are matched, so
+// they must be English).
 func gitEnv() []string {
 	env := os.Environ()
 	out := make([]string, 0, len(env)+2)
@@ -120,7 +122,7 @@ func gitEnv() []string {
 			out = append(out, kv)
 		}
 	}
-	return append(out, "GIT_TERMINAL_PROMPT=0", "LC_ALL=C")
+	return append(out, "GIT_TERMINAL_PROMPT=0", "GIT_PAGER=cat", "LC_ALL=C")
 }
 
 // runGit runs git with args in dir and returns its stdout. The caller's
