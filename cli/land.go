@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"text/tabwriter"
 
 	"github.com/spf13/cobra"
@@ -325,7 +326,7 @@ shows the same state live in fleetState (workers[].git) and /workers.`,
 			}
 			rows := []row{}
 			for _, b := range branches {
-				if lf.session != "" && !hasPrefix(b.Session, lf.session) {
+				if lf.session != "" && !strings.HasPrefix(b.Session, lf.session) {
 					continue
 				}
 				w := landing.Of(repo, b)
@@ -378,5 +379,3 @@ func landState(running bool, g *protocol.WorkerGit) string {
 	}
 	return "conflicts"
 }
-
-func hasPrefix(s, prefix string) bool { return len(s) >= len(prefix) && s[:len(prefix)] == prefix }

@@ -289,6 +289,23 @@ func (e *Engine) landTargetLocked(cmd, id string) (*worker, string) {
 	return w, ""
 }
 
+// settledTargetLocked is landTargetLocked for a worker that must have
+// settled (/merge, /pr), with its work described for commit messages.
+func (e *Engine) settledTargetLocked(cmd, doing, id string) (*worker, Work, string) {
+	w, msg := e.landTargetLocked(cmd, id)
+	if w == nil {
+		return nil, Work{}, msg
+	}
+	if w.status == workerRunning || w.status == workerIdle {
+		return nil, Work{}, fmt.Sprintf("%s is still working; wait for it to settle (or /cancel it) before %s.", id, doing)
+	}
+	var work Work
+	if t := e.taskByID[w.taskID]; t != nil {
+		work = e.workLocked(w, t, nil)
+	}
+	return w, work, ""
+}
+
 // cmdDiff: /diff WORKER [--stat] [PATH...].
 func (e *Engine) cmdDiff(args string) string {
 	f := strings.Fields(args)
@@ -368,17 +385,9 @@ func (e *Engine) cmdMerge(args string) string {
 	if id == "" {
 		return usage
 	}
-	w, msg := e.landTargetLocked("merge", id)
+	w, work, msg := e.settledTargetLocked("merge", "merging", id)
 	if w == nil {
 		return msg
-	}
-	if w.status == workerRunning || w.status == workerIdle {
-		return fmt.Sprintf("%s is still working; wait for it to settle (or /cancel it) before merging.", id)
-	}
-	t := e.taskByID[w.taskID]
-	var work Work
-	if t != nil {
-		work = e.workLocked(w, t, nil)
 	}
 	w.landing = true // no /clean, /tell or second /merge meanwhile
 	l := e.lander()
@@ -421,16 +430,9 @@ func (e *Engine) cmdPR(args string) string {
 	if id == "" {
 		return usage
 	}
-	w, msg := e.landTargetLocked("open a pull request for", id)
+	w, work, msg := e.settledTargetLocked("open a pull request for", "handing it on", id)
 	if w == nil {
 		return msg
-	}
-	if w.status == workerRunning || w.status == workerIdle {
-		return fmt.Sprintf("%s is still working; wait for it to settle (or /cancel it) before handing it on.", id)
-	}
-	var work Work
-	if t := e.taskByID[w.taskID]; t != nil {
-		work = e.workLocked(w, t, nil)
 	}
 	l := e.lander()
 	push := l.PushCommand(id)

@@ -165,13 +165,42 @@ func FleetBranches(ctx context.Context, dir string) (string, []FleetBranch, erro
 				break
 			}
 		}
-		if fb.Task, err = BranchNote(ctx, repo, name, NoteTask); err != nil {
-			return "", nil, fmt.Errorf("list fleet branches: %w", err)
-		}
 		list = append(list, fb)
+	}
+	tasks, err := branchNotes(ctx, repo, NoteTask)
+	if err != nil {
+		return "", nil, fmt.Errorf("list fleet branches: %w", err)
+	}
+	for i := range list {
+		list[i].Task = tasks[list[i].Branch]
 	}
 	slices.SortFunc(list, func(a, b FleetBranch) int { return strings.Compare(a.Branch, b.Branch) })
 	return repo, list, nil
+}
+
+// branchNotes reads note key of every fleet branch with one git config,
+// by branch.
+func branchNotes(ctx context.Context, repo, key string) (map[string]string, error) {
+	out, err := runGit(ctx, repo, "config", "--null", "--get-regexp", `^branch\.fleet/.*\.`+strings.ToLower(key)+`$`)
+	notes := map[string]string{}
+	if exitCode(err) == 1 && ctx.Err() == nil {
+		return notes, nil // none set
+	}
+	if err != nil {
+		return nil, err
+	}
+	// --null: "<name>\n<value>\x00" per entry.
+	for _, entry := range strings.Split(string(out), "\x00") {
+		name, value, ok := strings.Cut(entry, "\n")
+		if !ok {
+			continue
+		}
+		branch, ok := strings.CutPrefix(name, "branch.")
+		if branch, ok = strings.CutSuffix(branch, "."+strings.ToLower(key)); ok {
+			notes[branch] = value
+		}
+	}
+	return notes, nil
 }
 
 // Fingerprint is a digest of every branch and remote-tracking ref of the
