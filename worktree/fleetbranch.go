@@ -195,8 +195,8 @@ func branchNotes(ctx context.Context, repo, key string) (map[string]string, erro
 		if !ok {
 			continue
 		}
-		branch, ok := strings.CutPrefix(name, "branch.")
-		if branch, ok = strings.CutSuffix(branch, "."+strings.ToLower(key)); ok {
+		branch := strings.TrimPrefix(name, "branch.")
+		if branch, ok := strings.CutSuffix(branch, "."+strings.ToLower(key)); ok {
 			notes[branch] = value
 		}
 	}
