@@ -14,6 +14,7 @@ import (
 	"path/filepath"
 	"reflect"
 	"regexp"
+	"slices"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -236,8 +237,24 @@ var limitRanges = []struct {
 
 // TelegramHub is the "telegramHub" object of config.json.
 type TelegramHub struct {
+	// Attach opts this fleet in to the hub (hubAttach in its descriptor).
 	Attach *bool `json:"attach,omitempty"`
+	// The rest configures fleet hub itself (docs/hub.md).
+	// BotTokenFile holds the bot token; it must be 0600 and the user's.
+	BotTokenFile string `json:"botTokenFile,omitempty"`
+	// AllowedChatIDs are the chats the hub talks to; required.
+	AllowedChatIDs []int64 `json:"allowedChatIds,omitempty"`
+	// AllowedUserIDs, when set, are the only users who may press buttons
+	// or send prompts (in a group chat anyone in it could otherwise).
+	AllowedUserIDs []int64 `json:"allowedUserIds,omitempty"`
+	// APIBaseURL is the Bot API server; default the public one.
+	APIBaseURL string `json:"apiBaseUrl,omitempty"`
+	// Verbosity is quiet, normal (default) or verbose.
+	Verbosity string `json:"verbosity,omitempty"`
 }
+
+// HubVerbosities are the values telegramHub.verbosity takes.
+var HubVerbosities = []string{"quiet", "normal", "verbose"}
 
 // Load reads <home>/config.json. A missing file is not an error (zero File).
 // A malformed file is an error naming the file and the problem: a JSON syntax
@@ -360,6 +377,14 @@ func (f File) validate() error {
 			if v.v < 0 {
 				return fmt.Errorf("field \"prices.%s.%s\" must not be negative, got %g", model, v.name, v.v)
 			}
+		}
+	}
+	if h := f.TelegramHub; h != nil {
+		if h.Verbosity != "" && !slices.Contains(HubVerbosities, h.Verbosity) {
+			return fmt.Errorf("field \"telegramHub.verbosity\" must be quiet, normal or verbose, got %q", h.Verbosity)
+		}
+		if len(h.AllowedChatIDs) > 1024 || len(h.AllowedUserIDs) > 1024 {
+			return errors.New("field \"telegramHub\": at most 1024 allowedChatIds and 1024 allowedUserIds")
 		}
 	}
 	if f.ConfirmPatterns != nil {

@@ -1,0 +1,677 @@
+package e2e
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/agents-fleet/fleet/internal/tgemu"
+	"github.com/agents-fleet/fleet/protocol"
+	"github.com/agents-fleet/fleet/registry"
+)
+
+// The hub tests run the real binary: fleets with --hub, `fleet hub`
+// against the telegram-test-api emulator, and the operator played through
+// the emulator's client API.
+
+const (
+	hubToken = "123456:HUB-test-token"
+	opChat   = 42
+	hubWait  = 45 * time.Second // generous: CI runs the race detector beside other work
+)
+
+type hubEnv struct {
+	*env
+	t   *testing.T
+	emu *tgemu.Emulator
+	op  *tgemu.User
+	tok string // bot token file
+	hub *hubProc
+}
+
+type hubProc struct {
+	cmd    *exec.Cmd
+	stderr *syncBuffer
+	done   chan struct{}
+	err    error
+}
+
+// newHubEnv writes config.json's telegramHub (merged with extra) and
+// starts the emulator; the hub is started by startHub.
+func newHubEnv(t *testing.T, extra map[string]any) *hubEnv {
+	e := newEnv(t)
+	emu := tgemu.Start(t)
+	h := &hubEnv{env: e, t: t, emu: emu, op: emu.User(hubToken, opChat, opChat)}
+	h.tok = filepath.Join(e.home, "bot.token")
+	if err := os.WriteFile(h.tok, []byte(hubToken+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	th := map[string]any{"botTokenFile": h.tok, "allowedChatIds": []int64{opChat}, "apiBaseUrl": emu.URL()}
+	for k, v := range extra {
+		th[k] = v
+	}
+	cfg := map[string]any{"telegramHub": th}
+	if raceEnabled {
+		cfg["limits"] = map[string]any{"stallGraceMs": 5000}
+	}
+	data, _ := json.Marshal(cfg)
+	if err := os.WriteFile(filepath.Join(e.home, "config.json"), data, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return h
+}
+
+// startHub runs `fleet hub args...` and waits until fleet hub status answers.
+func (h *hubEnv) startHub(args ...string) *hubProc {
+	h.t.Helper()
+	cmd := exec.Command(fleetBin, append([]string{"hub", "--log-level", "debug"}, args...)...)
+	cmd.Dir = h.cwd
+	cmd.Env = h.environ()
+	p := &hubProc{cmd: cmd, stderr: &syncBuffer{}, done: make(chan struct{})}
+	cmd.Stderr = p.stderr
+	if err := cmd.Start(); err != nil {
+		h.t.Fatal(err)
+	}
+	go func() { p.err = cmd.Wait(); close(p.done) }()
+	h.t.Cleanup(func() {
+		p.cmd.Process.Signal(unix.SIGTERM)
+		select {
+		case <-p.done:
+		case <-time.After(20 * time.Second):
+			p.cmd.Process.Kill()
+			<-p.done
+		}
+		if h.t.Failed() {
+			h.t.Logf("hub log:\n%s", p.stderr)
+		}
+	})
+	deadline := time.Now().Add(hubWait)
+	for {
+		if _, _, code := h.fleet("", "hub", "status"); code == 0 {
+			break
+		}
+		select {
+		case <-p.done:
+			h.t.Fatalf("fleet hub exited: %v\n%s", p.err, p.stderr)
+		default:
+		}
+		if time.Now().After(deadline) {
+			h.t.Fatalf("fleet hub status never answered\n%s", p.stderr)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	h.hub = p
+	return p
+}
+
+// startFleet runs a fleet with --hub in its own folder.
+func (h *hubEnv) startFleet(name string, args ...string) *daemon {
+	h.t.Helper()
+	fe := &env{t: h.t, home: h.home, cwd: filepath.Join(h.t.TempDir(), name)}
+	os.MkdirAll(fe.cwd, 0o755)
+	return fe.start(append([]string{"--hub", "--name", name}, args...)...)
+}
+
+// messages waits until some bot message in chat opChat satisfies ok and returns it.
+func (h *hubEnv) message(what string, ok func(tgemu.BotMessage) bool) tgemu.BotMessage {
+	h.t.Helper()
+	var found tgemu.BotMessage
+	h.emu.WaitFor(h.t, hubWait, what, func(ms []tgemu.BotMessage) bool {
+		for _, m := range ms {
+			if m.ChatID == opChat && ok(m) {
+				found = m
+				return true
+			}
+		}
+		return false
+	}, hubToken)
+	return found
+}
+
+func (h *hubEnv) history() []tgemu.BotMessage {
+	h.t.Helper()
+	ms, err := h.emu.History(hubToken)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	return ms
+}
+
+func containing(sub string) func(tgemu.BotMessage) bool {
+	return func(m tgemu.BotMessage) bool { return strings.Contains(m.Text, sub) }
+}
+
+func withButtons(sub string) func(tgemu.BotMessage) bool {
+	return func(m tgemu.BotMessage) bool { return strings.Contains(m.Text, sub) && len(m.Buttons) > 0 }
+}
+
+// button returns the data of the button of m whose text contains label.
+func button(t *testing.T, m tgemu.BotMessage, label string) string {
+	t.Helper()
+	for _, row := range m.Buttons {
+		for _, b := range row {
+			if strings.Contains(b.Text, label) {
+				return b.Data
+			}
+		}
+	}
+	t.Fatalf("no %q button on message %d: %q %+v", label, m.MessageID, m.Text, m.Buttons)
+	return ""
+}
+
+func (h *hubEnv) press(m tgemu.BotMessage, label string) {
+	h.t.Helper()
+	if err := h.op.Press(m.MessageID, button(h.t, m, label)); err != nil {
+		h.t.Fatal(err)
+	}
+}
+
+// approve answers fleet name's attach question and waits until it is attached.
+func (h *hubEnv) approve(name string) tgemu.BotMessage {
+	h.t.Helper()
+	q := h.message("the attach question for "+name, func(m tgemu.BotMessage) bool {
+		return strings.Contains(m.Text, "Fleet "+name+" wants to attach") && len(m.Buttons) > 0
+	})
+	h.press(q, "Approve")
+	h.message(name+" attached", containing("attached to "+name))
+	return q
+}
+
+// callbackAnswers are the texts the hub answered button presses with.
+func (h *hubEnv) callbackAnswers() []string {
+	calls, err := h.emu.Calls(hubToken)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	var out []string
+	for _, c := range calls {
+		if c.Method == "answerCallbackQuery" {
+			s, _ := c.Params["text"].(string)
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+func (h *hubEnv) waitCallbackAnswer(sub string) {
+	h.t.Helper()
+	h.emu.WaitCalls(h.t, hubWait, "a callback answered with "+sub, func(cs []tgemu.Call) bool {
+		for _, c := range cs {
+			if s, _ := c.Params["text"].(string); c.Method == "answerCallbackQuery" && strings.Contains(s, sub) {
+				return true
+			}
+		}
+		return false
+	}, hubToken)
+}
+
+func userMessage(sub string) func(protocol.Message) bool {
+	return func(m protocol.Message) bool {
+		u, ok := m.(*protocol.UserMessage)
+		return ok && strings.Contains(u.Text, sub)
+	}
+}
+
+func transcriptLine(text string) func(protocol.Message) bool {
+	return func(m protocol.Message) bool {
+		tr, ok := m.(*protocol.Transcript)
+		return ok && tr.Text == text
+	}
+}
+
+// inotifyOpens watches path for opens (IN_OPEN) and counts them.
+type inotifyOpens struct {
+	mu    sync.Mutex
+	opens int
+	done  chan struct{}
+}
+
+func watchOpens(t *testing.T, path string) *inotifyOpens {
+	// Non-blocking, wrapped in an *os.File: the runtime poller then lets
+	// Close interrupt the read.
+	fd, err := unix.InotifyInit1(unix.IN_CLOEXEC | unix.IN_NONBLOCK)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := unix.InotifyAddWatch(fd, path, unix.IN_OPEN); err != nil {
+		unix.Close(fd)
+		t.Fatal(err)
+	}
+	f := os.NewFile(uintptr(fd), "inotify")
+	w := &inotifyOpens{done: make(chan struct{})}
+	go func() {
+		defer close(w.done)
+		buf := make([]byte, 4096)
+		for {
+			n, err := f.Read(buf)
+			if err != nil || n <= 0 {
+				return
+			}
+			for off := 0; off+unix.SizeofInotifyEvent <= n; {
+				ev := (*unix.InotifyEvent)(unsafe.Pointer(&buf[off]))
+				if ev.Mask&unix.IN_OPEN != 0 {
+					w.mu.Lock()
+					w.opens++
+					w.mu.Unlock()
+				}
+				if ev.Mask&unix.IN_IGNORED != 0 {
+					return
+				}
+				off += unix.SizeofInotifyEvent + int(ev.Len)
+			}
+		}
+	}()
+	t.Cleanup(func() { f.Close(); <-w.done })
+	return w
+}
+
+func (w *inotifyOpens) count() int {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.opens
+}
+
+// TestHubApprovalBeforeTokenRead: the hub asks before it reads a fleet's
+// token (the token file is not even opened until Approve), then relays a
+// question whose button answer reaches the fleet, edits it with the
+// outcome, and answers a late press with "already answered".
+func TestHubApprovalBeforeTokenRead(t *testing.T) {
+	h := newHubEnv(t, nil)
+	d := h.startFleet("alpha")
+	watch := watch(t, d.dial(protocol.ClientREPL, "terminal"))
+	opens := watchOpens(t, d.desc.TokenPath)
+	h.startHub()
+	q := h.message("the attach question", withButtons("Fleet alpha wants to attach"))
+	for _, want := range []string{d.desc.Cwd, fmt.Sprint(d.desc.PID), d.desc.ID} {
+		if !strings.Contains(q.Text, want) {
+			t.Errorf("the attach question does not say %q: %q", want, q.Text)
+		}
+	}
+	// The hub has seen the fleet and asked; it must not have touched the token.
+	out, _, code := h.fleet("", "hub", "status", "--json")
+	if code != 0 || !strings.Contains(out, `"state":"awaiting approval"`) {
+		t.Fatalf("hub status before approval (exit %d): %s", code, out)
+	}
+	if n := opens.count(); n != 0 {
+		t.Fatalf("the fleet's token file was opened %d times before Approve", n)
+	}
+	h.press(q, "Approve")
+	h.message("attached", containing("attached to alpha"))
+	if opens.count() == 0 {
+		t.Fatal("attached without opening the token file?")
+	}
+	h.message("the approval edited", func(m tgemu.BotMessage) bool {
+		return m.MessageID == q.MessageID && strings.Contains(m.Text, "Approved") && len(m.Buttons) == 0
+	})
+
+	// An ask, raised by a task the operator sent from the chat.
+	if _, err := h.op.SendText(`$ echo '::ask::{"question":"Which colour?","choices":[{"label":"Red","value":"red"},{"label":"Blue","value":"blue"}]}'; read x; echo "picked $x"`); err != nil {
+		t.Fatal(err)
+	}
+	watch.waitFor("the chat's prompt", userMessage("Which colour?"))
+	ask := h.message("the question", withButtons("Which colour?"))
+	h.press(ask, "Blue")
+	watch.waitFor("the answer reaching the task", transcriptLine("picked blue"))
+	h.message("the question edited", func(m tgemu.BotMessage) bool {
+		return m.MessageID == ask.MessageID && strings.Contains(m.Text, "answered here") && len(m.Buttons) == 0
+	})
+	h.press(ask, "Red")
+	h.waitCallbackAnswer("already answered")
+
+	// The hub's own prompt is not echoed back into the chat.
+	for _, m := range h.history() {
+		if strings.Contains(m.Text, "💬 <i>") && strings.Contains(m.Text, "Which colour?") {
+			t.Errorf("the hub reposted its own prompt: %q", m.Text)
+		}
+	}
+}
+
+// TestHubConfirmAnsweredElsewhere: a confirm answered by another console
+// first is edited to say so; a press after that gets "already answered".
+func TestHubConfirmAnsweredElsewhere(t *testing.T) {
+	h := newHubEnv(t, nil)
+	d := h.startFleet("alpha")
+	term := d.dial(protocol.ClientREPL, "terminal")
+	watch := watch(t, term)
+	h.startHub()
+	h.approve("alpha")
+	if _, err := term.Prompt(`$ echo '::confirm::deploy v1.2 to production?'; read a; echo "confirm said $a"`); err != nil {
+		t.Fatal(err)
+	}
+	req := watch.waitFor("the confirm", isType(protocol.TypeConfirmRequest)).(*protocol.ConfirmRequest)
+	msg := h.message("the confirm in the chat", withButtons("deploy v1.2 to production?"))
+	if !strings.Contains(msg.Text, "Approve?") {
+		t.Errorf("confirm message: %q", msg.Text)
+	}
+	if err := term.Confirm(req.ID, false); err != nil {
+		t.Fatal(err)
+	}
+	watch.waitFor("the task seeing no", transcriptLine("confirm said no"))
+	h.message("the confirm edited", func(m tgemu.BotMessage) bool {
+		return m.MessageID == msg.MessageID && strings.Contains(m.Text, "answered elsewhere") && len(m.Buttons) == 0
+	})
+	h.press(msg, "Approve")
+	h.waitCallbackAnswer("already answered (answered elsewhere")
+}
+
+// TestHubTwoFleetsRouting: replies go to the fleet replied to, /use picks
+// the fleet for plain text, every message names its fleet, and a chat
+// that is not allowed is ignored.
+func TestHubTwoFleetsRouting(t *testing.T) {
+	h := newHubEnv(t, nil)
+	a := h.startFleet("alpha")
+	b := h.startFleet("beta")
+	wa := watch(t, a.dial(protocol.ClientREPL, "ta"))
+	wb := watch(t, b.dial(protocol.ClientREPL, "tb"))
+	h.startHub()
+	h.approve("alpha")
+	h.approve("beta")
+
+	// Two fleets, no choice made: the hub asks which.
+	if _, err := h.op.SendText("$ echo which-one"); err != nil {
+		t.Fatal(err)
+	}
+	which := h.message("which fleet", withButtons("Which fleet is this for?"))
+	h.press(which, "beta")
+	wb.waitFor("the routed prompt on beta", userMessage("which-one"))
+
+	// A reply to alpha's message goes to alpha.
+	att := h.message("alpha's attach line", containing("attached to alpha"))
+	if _, err := h.op.ReplyTo(att.MessageID, "$ echo for-alpha"); err != nil {
+		t.Fatal(err)
+	}
+	wa.waitFor("the reply on alpha", userMessage("for-alpha"))
+
+	// /use beta, then plain text goes to beta.
+	if _, err := h.op.SendCommand("/use beta"); err != nil {
+		t.Fatal(err)
+	}
+	h.message("the /use answer", containing("Plain text now goes to"))
+	if _, err := h.op.SendText("$ echo plain-to-beta"); err != nil {
+		t.Fatal(err)
+	}
+	wb.waitFor("plain text on beta", userMessage("plain-to-beta"))
+	h.message("beta's reply names beta", func(m tgemu.BotMessage) bool {
+		return strings.Contains(m.Text, "[beta]") && strings.Contains(m.Text, "plain-to-beta")
+	})
+
+	// A stranger's chat: ignored, nothing sent there, nothing reaches a fleet.
+	stranger := h.emu.User(hubToken, 666, 666)
+	if _, err := stranger.SendText("$ echo from-stranger"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := h.op.SendText("$ echo after-stranger"); err != nil {
+		t.Fatal(err)
+	}
+	wb.waitFor("the operator's next prompt", userMessage("after-stranger"))
+	for _, m := range h.history() {
+		if m.ChatID == 666 || strings.Contains(m.Text, "from-stranger") {
+			t.Errorf("the hub answered or relayed the stranger: %+v", m)
+		}
+	}
+	if !strings.Contains(h.hub.stderr.String(), "ignored a message from a chat that is not allowed") {
+		t.Error("the ignored message is not logged")
+	}
+	// /fleets lists both.
+	if _, err := h.op.SendCommand("/fleets"); err != nil {
+		t.Fatal(err)
+	}
+	h.message("/fleets", func(m tgemu.BotMessage) bool {
+		return strings.Contains(m.Text, "alpha") && strings.Contains(m.Text, "beta") && strings.Contains(m.Text, "Fleets")
+	})
+}
+
+// TestHubFloodIsCoalesced: 1,000 lines of output in a burst become a few
+// messages, edited in place, at no more than about one call a second.
+func TestHubFloodIsCoalesced(t *testing.T) {
+	h := newHubEnv(t, map[string]any{"verbosity": "verbose"})
+	d := h.startFleet("alpha")
+	w := watch(t, d.dial(protocol.ClientREPL, "t"))
+	h.startHub()
+	h.approve("alpha")
+	if err := h.emu.ResetCalls(hubToken); err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	term := d.dial(protocol.ClientREPL, "t2")
+	if _, err := term.Prompt("$ seq 1 1000"); err != nil {
+		t.Fatal(err)
+	}
+	w.waitFor("the last line", transcriptLine("1000"))
+	h.message("the flood's last line", func(m tgemu.BotMessage) bool {
+		return strings.Contains(m.Text, "lines of output so far") && strings.Contains(m.Text, "</code> 1000")
+	})
+	calls, err := h.emu.Calls(hubToken)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var sends, edits int
+	var last int64
+	for _, c := range calls {
+		if c.Method != "sendMessage" && c.Method != "editMessageText" {
+			continue
+		}
+		if c.Method == "sendMessage" {
+			sends++
+		} else {
+			edits++
+		}
+		// One chat: at most about one call a second (the emulator's clock
+		// is the judge; 900 ms allows for its own scheduling).
+		if last != 0 && c.Time-last < 900 {
+			t.Errorf("two calls to the chat %d ms apart", c.Time-last)
+		}
+		last = c.Time
+	}
+	if sends > 10 {
+		t.Errorf("1,000 lines became %d messages (and %d edits); want them coalesced", sends, edits)
+	}
+	t.Logf("1,000 lines in %s: %d messages, %d edits", time.Since(start).Round(time.Millisecond), sends, edits)
+}
+
+// TestHubFleetRestartAndEmulatorRestart: a fleet resumed after a restart
+// is a new fleet (asked again, "approved before"), its history is not
+// reposted; the Bot API going away shows in fleet hub status and the hub
+// recovers when it is back.
+func TestHubFleetRestartAndEmulatorRestart(t *testing.T) {
+	h := newHubEnv(t, nil)
+	d := h.startFleet("alpha")
+	w := watch(t, d.dial(protocol.ClientREPL, "t"))
+	h.startHub()
+	h.approve("alpha")
+	if _, err := h.op.SendText("$ echo before-restart"); err != nil {
+		t.Fatal(err)
+	}
+	w.waitFor("the task's output", transcriptLine("before-restart"))
+	h.message("its completion", containing("done in"))
+	var session string
+	for _, kv := range strings.Fields(d.stderr.String()) {
+		if s, ok := strings.CutPrefix(kv, "session="); ok {
+			session = s
+			break
+		}
+	}
+	if session == "" {
+		t.Fatalf("no session id in the fleet's log:\n%s", d.stderr)
+	}
+	d.stop()
+	h.message("the exit notice", containing("the fleet has exited"))
+	before := countContaining(h.history(), "before-restart")
+
+	fe := &env{t: t, home: h.home, cwd: d.desc.Cwd}
+	d2 := fe.start("--hub", "--name", "alpha", "--resume", session)
+	q := h.message("asked again", func(m tgemu.BotMessage) bool {
+		return strings.Contains(m.Text, d2.desc.ID) && len(m.Buttons) > 0
+	})
+	if !strings.Contains(q.Text, "approved before") {
+		t.Errorf("the second question does not say the fleet looks like one approved before: %q", q.Text)
+	}
+	h.press(q, "Approve")
+	h.message("the second approval", func(m tgemu.BotMessage) bool {
+		return m.MessageID == q.MessageID && strings.Contains(m.Text, "Approved")
+	})
+	h.emu.WaitFor(t, hubWait, "the resumed fleet attached, its history not reposted", func(ms []tgemu.BotMessage) bool {
+		n := 0
+		for _, m := range ms {
+			if strings.Contains(m.Text, "attached to alpha") && strings.Contains(m.Text, "history not reposted") && !strings.Contains(m.Text, " 0 earlier") {
+				n++
+			}
+		}
+		return n == 2
+	}, hubToken)
+	if after := countContaining(h.history(), "before-restart"); after != before {
+		t.Errorf("history was reposted: %d messages mention it, %d before", after, before)
+	}
+
+	// The Bot API goes away: status says so; it comes back: the hub hears again.
+	h.emu.Stop()
+	deadline := time.Now().Add(hubWait)
+	for {
+		out, _, _ := h.fleet("", "hub", "status", "--json")
+		var s struct {
+			Telegram struct {
+				Healthy   bool   `json:"healthy"`
+				LastError string `json:"lastError"`
+			} `json:"telegram"`
+		}
+		json.Unmarshal([]byte(out), &s)
+		if !s.Telegram.Healthy && s.Telegram.LastError != "" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("hub status never showed the outage: %s", out)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	h.emu.Restart(t)
+	w2 := watch(t, d2.dial(protocol.ClientREPL, "t2"))
+	// The emulator lost its store; a message sent now must still reach the fleet.
+	deadline = time.Now().Add(hubWait)
+	for i := 0; ; i++ {
+		if _, err := h.op.SendText(fmt.Sprintf("$ echo back-%d", i)); err == nil {
+			ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+			got := waitCtx(ctx, w2, userMessage("back-"))
+			cancel()
+			if got {
+				break
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the hub did not recover after the emulator came back\n%s", h.hub.stderr)
+		}
+	}
+}
+
+func countContaining(ms []tgemu.BotMessage, sub string) int {
+	n := 0
+	for _, m := range ms {
+		if strings.Contains(m.Text, sub) {
+			n++
+		}
+	}
+	return n
+}
+
+// waitCtx waits for a frame matching pred until ctx is done.
+func waitCtx(ctx context.Context, s *stream, pred func(protocol.Message) bool) bool {
+	for {
+		select {
+		case f, ok := <-s.frames:
+			if !ok {
+				return false
+			}
+			if pred(f.m) {
+				return true
+			}
+		case <-ctx.Done():
+			return false
+		}
+	}
+}
+
+// TestHubRefusesTamperedDescriptor: a descriptor whose paths are not the
+// ones derived from its fleetHome is refused without asking; a descriptor
+// changed under an attached fleet detaches it.
+func TestHubRefusesTamperedDescriptor(t *testing.T) {
+	h := newHubEnv(t, nil)
+	d := h.startFleet("alpha")
+	h.startHub()
+	h.approve("alpha")
+
+	// A forged descriptor for a live pid (ours), pointing at another socket.
+	forged := d.desc
+	forged.PID = os.Getpid()
+	id, err := registry.NewID(forged.PID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	forged.ID, forged.Name = id, "evil"
+	forged.SocketPath = filepath.Join(t.TempDir(), "evil.sock")
+	regDir := filepath.Join(h.home, "sockets")
+	if _, err := registry.Write(regDir, forged); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { registry.Remove(regDir, forged.ID) })
+	h.message("the refusal", containing("Refused a fleet descriptor"))
+	for _, m := range h.history() {
+		if strings.Contains(m.Text, "Fleet evil wants to attach") {
+			t.Errorf("asked to attach a forged descriptor: %q", m.Text)
+		}
+	}
+
+	// The attached fleet's descriptor changes under it: detached.
+	changed := d.desc
+	changed.Name = "renamed"
+	if _, err := registry.Write(regDir, changed); err != nil {
+		t.Fatal(err)
+	}
+	h.message("the detach", containing("detached"))
+	out, _, _ := h.fleet("", "hub", "status")
+	if !strings.Contains(out, "detached") {
+		t.Errorf("hub status after the change:\n%s", out)
+	}
+}
+
+// TestHubStartRefusals: the settings the hub cannot run without are
+// refused at start, naming the key or the file; one hub per fleet home;
+// fleet hub status exits 1 when no hub runs.
+func TestHubStartRefusals(t *testing.T) {
+	h := newHubEnv(t, nil)
+	if _, stderr, code := h.fleet("", "hub", "status"); code != 1 || !strings.Contains(stderr, "no fleet hub is running") {
+		t.Errorf("hub status without a hub: exit %d, %q", code, stderr)
+	}
+	os.WriteFile(filepath.Join(h.home, "config.json"), []byte(`{"telegramHub":{"botTokenFile":"`+h.tok+`"}}`), 0o600)
+	if _, stderr, code := h.fleet("", "hub"); code == 0 || !strings.Contains(stderr, "telegramHub.allowedChatIds") {
+		t.Errorf("no allowedChatIds: exit %d, %q", code, stderr)
+	}
+	os.Chmod(h.tok, 0o644)
+	if _, stderr, code := h.fleet("", "hub", "--allowed-chat-id", "42"); code == 0 || !strings.Contains(stderr, h.tok) || !strings.Contains(stderr, "0600") {
+		t.Errorf("token file 0644: exit %d, %q", code, stderr)
+	}
+	os.Chmod(h.tok, 0o600)
+	h.startHub("--allowed-chat-id", "42", "--api-base-url", h.emu.URL())
+	if _, stderr, code := h.fleet("", "hub", "--allowed-chat-id", "42", "--api-base-url", h.emu.URL()); code == 0 || !strings.Contains(stderr, "already running") {
+		t.Errorf("a second hub: exit %d, %q", code, stderr)
+	}
+	deadline := time.Now().Add(hubWait)
+	for {
+		out, _, code := h.fleet("", "hub", "status")
+		if code == 0 && strings.Contains(out, "telegram: healthy") {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("hub status never healthy: exit %d\n%s", code, out)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
