@@ -91,6 +91,9 @@ func (h *hubEnv) startHub(args ...string) *hubProc {
 			p.cmd.Process.Kill()
 			<-p.done
 		}
+		if strings.Contains(p.stderr.String(), hubToken) || strings.Contains(p.stderr.String(), strings.SplitN(hubToken, ":", 2)[1]) {
+			h.t.Error("the bot token is in the hub's log")
+		}
 		if h.t.Failed() {
 			h.t.Logf("hub log:\n%s", p.stderr)
 		}
@@ -112,6 +115,20 @@ func (h *hubEnv) startHub(args ...string) *hubProc {
 	}
 	h.hub = p
 	return p
+}
+
+// stop sends sig and waits for a clean exit.
+func (p *hubProc) stop(t *testing.T, sig os.Signal) {
+	t.Helper()
+	p.cmd.Process.Signal(sig)
+	select {
+	case <-p.done:
+	case <-time.After(20 * time.Second):
+		t.Fatalf("fleet hub did not stop on %v\n%s", sig, p.stderr)
+	}
+	if p.err != nil || !strings.Contains(p.stderr.String(), "fleet hub stopped") {
+		t.Fatalf("fleet hub on %v: %v\n%s", sig, p.err, p.stderr)
+	}
 }
 
 // startFleet runs a fleet with --hub in its own folder.
@@ -521,13 +538,13 @@ func TestHubFleetRestartAndEmulatorRestart(t *testing.T) {
 		return m.MessageID == q.MessageID && strings.Contains(m.Text, "Approved")
 	})
 	h.emu.WaitFor(t, hubWait, "the resumed fleet attached, its history not reposted", func(ms []tgemu.BotMessage) bool {
-		n := 0
+		var attached []string
 		for _, m := range ms {
-			if strings.Contains(m.Text, "attached to alpha") && strings.Contains(m.Text, "history not reposted") && !strings.Contains(m.Text, " 0 earlier") {
-				n++
+			if strings.Contains(m.Text, "attached to alpha") {
+				attached = append(attached, m.Text)
 			}
 		}
-		return n == 2
+		return len(attached) == 2 && strings.Contains(attached[1], "earlier items of history not reposted")
 	}, hubToken)
 	if after := countContaining(h.history(), "before-restart"); after != before {
 		t.Errorf("history was reposted: %d messages mention it, %d before", after, before)
@@ -673,5 +690,149 @@ func TestHubStartRefusals(t *testing.T) {
 			t.Fatalf("hub status never healthy: exit %d\n%s", code, out)
 		}
 		time.Sleep(100 * time.Millisecond)
+	}
+	// SIGINT stops it cleanly; then no hub runs.
+	h.hub.stop(t, os.Interrupt)
+	if _, stderr, code := h.fleet("", "hub", "status"); code != 1 || !strings.Contains(stderr, "no fleet hub is running") {
+		t.Errorf("hub status after the hub stopped: exit %d, %q", code, stderr)
+	}
+	if _, err := os.Stat(filepath.Join(h.home, "hub", "hub.sock")); !os.IsNotExist(err) {
+		t.Errorf("the status socket is left behind: %v", err)
+	}
+}
+
+// TestHubNativeRootFromChat: in a native session a task the confirm policy
+// names is posted as a native approval; Approve asks for the rationale by
+// reply, and the reply becomes an approve with an operation id and the
+// observed revision (its receipt shown); /root shows the root with Pause /
+// Resume / Stop, and Pause takes a second tap.
+func TestHubNativeRootFromChat(t *testing.T) {
+	h := newHubEnv(t, nil)
+	d := h.startFleet("nat", "--native-root")
+	w := watch(t, d.dial(protocol.ClientREPL, "t"))
+	h.startHub()
+	h.approve("nat")
+	if _, err := h.op.SendText("$ mkdir -p scratch && rm -rf scratch && echo removed-it"); err != nil {
+		t.Fatal(err)
+	}
+	na := h.message("the native approval", withButtons("Native approval needed"))
+	if !strings.Contains(na.Text, "rm -rf scratch") {
+		t.Errorf("the approval does not say what is approved: %q", na.Text)
+	}
+	h.press(na, "Approve")
+	ask := h.message("the rationale prompt", containing("Reply to this message with your rationale for approving"))
+	if _, err := h.op.ReplyTo(ask.MessageID, "scratch dir only; reviewed"); err != nil {
+		t.Fatal(err)
+	}
+	h.message("the receipt", containing("approve accepted: receipt hub-op-"))
+	w.waitFor("the approved task running", transcriptLine("removed-it"))
+	h.message("the approval edited", func(m tgemu.BotMessage) bool {
+		return m.MessageID == na.MessageID && strings.Contains(m.Text, "approved here by") && len(m.Buttons) == 0
+	})
+
+	if _, err := h.op.SendCommand("/root"); err != nil {
+		t.Fatal(err)
+	}
+	root := h.message("the root status", withButtons("intent <b>run</b>"))
+	h.press(root, "Pause")
+	confirm := h.message("the second tap", withButtons("Pause root"))
+	h.press(confirm, "Confirm pause")
+	h.message("the pause receipt", containing("pause accepted: receipt hub-op-"))
+	out, code := h.rootJSONStatus()
+	if code != 0 || !strings.Contains(out, `"intent":"pause"`) {
+		t.Errorf("root after Pause from the chat (exit %d): %s", code, out)
+	}
+}
+
+func (h *hubEnv) rootJSONStatus() (string, int) {
+	out, _, code := h.fleet("", "root", "status", "--json")
+	return out, code
+}
+
+// TestHubPendingBeforeAttachAndForwardedCommands: a confirm raised before
+// the hub attached is posted as actionable and answered from the chat; a
+// slash command the hub does not know is the fleet's.
+func TestHubPendingBeforeAttachAndForwardedCommands(t *testing.T) {
+	h := newHubEnv(t, nil)
+	d := h.startFleet("alpha")
+	term := d.dial(protocol.ClientREPL, "terminal")
+	w := watch(t, term)
+	if _, err := term.Prompt(`$ echo '::confirm::rotate the staging keys?'; read a; echo "rotate said $a"`); err != nil {
+		t.Fatal(err)
+	}
+	w.waitFor("the confirm", isType(protocol.TypeConfirmRequest))
+	h.startHub()
+	h.approve("alpha")
+	c := h.message("the pending confirm", withButtons("rotate the staging keys?"))
+	if !strings.Contains(c.Text, "asked before the hub attached") {
+		t.Errorf("the replayed confirm does not say it is older: %q", c.Text)
+	}
+	h.press(c, "Approve")
+	w.waitFor("the task seeing yes", transcriptLine("rotate said yes"))
+	h.message("the confirm edited", func(m tgemu.BotMessage) bool {
+		return m.MessageID == c.MessageID && strings.Contains(m.Text, "approved here by") && len(m.Buttons) == 0
+	})
+	if _, err := h.op.SendCommand("/workers"); err != nil {
+		t.Fatal(err)
+	}
+	w.waitFor("/workers forwarded to the fleet", userMessage("/workers"))
+	h.message("the fleet's /workers reply", containing("w1"))
+}
+
+// TestHubBotAPIFaults: a 429 is honoured and the message still arrives; a
+// 409 on getUpdates shows as a conflict in fleet hub status until it stops.
+func TestHubBotAPIFaults(t *testing.T) {
+	h := newHubEnv(t, nil)
+	d := h.startFleet("alpha")
+	h.startHub()
+	h.approve("alpha")
+	if err := h.emu.Fault(hubToken, "sendMessage", 429, `{"ok":false,"error_code":429,"description":"Too Many Requests: retry after 2","parameters":{"retry_after":2}}`, 1); err != nil {
+		t.Fatal(err)
+	}
+	term := d.dial(protocol.ClientREPL, "terminal")
+	if _, err := term.Prompt("$ echo after-429"); err != nil {
+		t.Fatal(err)
+	}
+	h.message("the message refused once with 429", containing("Queued t1"))
+	calls, err := h.emu.Calls(hubToken)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var refused, sent int64
+	for _, c := range calls {
+		if c.Method == "sendMessage" && strings.Contains(fmt.Sprint(c.Params["text"]), "Queued t1") {
+			if c.Fault == 429 {
+				refused = c.Time
+			} else if refused != 0 && sent == 0 {
+				sent = c.Time
+			}
+		}
+	}
+	if refused == 0 || sent == 0 || sent-refused < 1900 {
+		t.Errorf("429 retry_after 2 not honoured: refused at %d, sent at %d", refused, sent)
+	}
+
+	if err := h.emu.Fault(hubToken, "getUpdates", 409, `{"ok":false,"error_code":409,"description":"Conflict: terminated by other getUpdates request; make sure that only one bot instance is running"}`, 1000000); err != nil {
+		t.Fatal(err)
+	}
+	waitStatus := func(what string, ok func(string) bool) {
+		t.Helper()
+		deadline := time.Now().Add(hubWait)
+		for {
+			out, _, _ := h.fleet("", "hub", "status")
+			if ok(out) {
+				return
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("hub status never showed %s:\n%s", what, out)
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+	}
+	waitStatus("the conflict", func(s string) bool { return strings.Contains(s, "CONFLICT") && strings.Contains(s, "409") })
+	h.emu.ClearFaults(hubToken)
+	waitStatus("recovery", func(s string) bool { return strings.Contains(s, "telegram: healthy") })
+	if !strings.Contains(h.hub.stderr.String(), "409 Conflict") {
+		t.Error("the conflict is not in the hub's log")
 	}
 }

@@ -243,8 +243,11 @@ func (h *hub) cmdStatus(m *telegram.Message, only *fleet) {
 				state = "working"
 			}
 			fmt.Fprintf(&b, " · %s", state)
-			if s.Provider != "" || s.Model != "" {
-				fmt.Fprintf(&b, " · %s", esc(strings.TrimSpace(s.Provider+" "+s.Model)))
+			switch {
+			case s.Model != "" && s.Model != s.Provider:
+				fmt.Fprintf(&b, " · %s %s", esc(s.Provider), esc(s.Model))
+			case s.Provider != "":
+				fmt.Fprintf(&b, " · %s", esc(s.Provider))
 			}
 			if s.TasksTotal != nil {
 				fmt.Fprintf(&b, "\ntasks: %d done of %d", deref(s.TasksDone), *s.TasksTotal)

@@ -228,7 +228,11 @@ func (h *hub) replayDone(f *fleet) {
 		if f.d.Cwd != "" {
 			text += " (<code>" + esc(f.d.Cwd) + "</code>)"
 		}
-		text += fmt.Sprintf(": %d earlier items of history not reposted", f.history)
+		if f.history > 0 {
+			text += fmt.Sprintf(": %d earlier items of history not reposted", f.history)
+		} else {
+			text += ": no earlier history"
+		}
 		if pending > 0 {
 			text += fmt.Sprintf("; %d pending request(s) posted", pending)
 		}
@@ -277,6 +281,11 @@ func (h *hub) answer(r *request, value string, by string) string {
 	r.answer, r.by = value, by
 	if r.kind == protocol.KindConfirm {
 		r.answer = map[bool]string{true: "approved", false: "denied"}[r.approve]
+	}
+	for _, c := range r.choices {
+		if c.Value == value {
+			r.answer = c.Label // what the operator tapped, not the wire value
+		}
 	}
 	return fmt.Sprintf("Sent to %s: %s", f.label(), clip(r.answer, 100))
 }
