@@ -67,6 +67,11 @@ func (h *hub) onMessage(m *telegram.Message) {
 		h.nativeRationale(m, ref, text, by)
 		return
 	}
+	if replied && ref.req != nil && ref.req.kind == protocol.KindAsk && ref.req.done && !strings.HasPrefix(text, "/") {
+		// A late answer must not vanish, nor become a prompt by surprise.
+		h.reply(m, "That question is already answered ("+esc(ref.req.outcome)+"); nothing was sent. To prompt the fleet, send your text without replying to the question.")
+		return
+	}
 	if replied && ref.req != nil && ref.req.kind == protocol.KindAsk && !ref.req.done && !strings.HasPrefix(text, "/") {
 		if !ref.req.freeform {
 			h.reply(m, "This question takes one of its buttons, not free text.")
@@ -162,8 +167,9 @@ func (h *hub) askWhich(m *telegram.Message, text string) {
 		return
 	}
 	var rows [][]telegram.Button
+	routed := new(string) // one text, sent once, whichever button is tapped
 	for _, f := range a {
-		t := h.buttons.add(&button{kind: buttonRoute, fleet: f.d.ID, text: text})
+		t := h.buttons.add(&button{kind: buttonRoute, fleet: f.d.ID, text: text, routed: routed})
 		rows = append(rows, []telegram.Button{{Text: oneLine(f.label(), 40), Data: t}})
 	}
 	h.replyButtons(m, "Which fleet is this for? (/use FLEET to choose one for what follows)\n<i>"+esc(oneLine(text, 200))+"</i>", rows)
@@ -326,6 +332,11 @@ func (h *hub) onCallback(cq *telegram.Callback) {
 			h.answerCallback(cq.ID, "Plain text now goes to "+f.label())
 			return
 		}
+		if *b.routed != "" {
+			h.answerCallback(cq.ID, "Already sent to "+*b.routed)
+			return
+		}
+		*b.routed = f.label()
 		h.prompt(m, f, b.text)
 		h.answerCallback(cq.ID, "Sent to "+f.label())
 	case buttonRoot, buttonRootConfirm, buttonNative:

@@ -3,6 +3,7 @@ package hub
 import (
 	"cmp"
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -196,11 +197,11 @@ func (h *hub) decideAttach(f *fleet, approve bool, by string) string {
 	}
 	if !approve {
 		f.state = stateDenied
-		h.editAll(f.approval, f.approvalText+"\n\n❌ <b>Denied</b> by "+esc(by)+". The hub ignores this fleet until it restarts.", nil)
+		h.editAll(f.approval, f.approvalText, "❌", "Denied by "+by+". The hub ignores this fleet until it restarts.")
 		h.log.Info("fleet denied", "fleet", f.d.ID, "by", by)
 		return "Denied " + f.label()
 	}
-	h.editAll(f.approval, f.approvalText+"\n\n✅ <b>Approved</b> by "+esc(by)+". Attaching…", nil)
+	h.editAll(f.approval, f.approvalText, "✅", "Approved by "+by+". Attaching…")
 	h.log.Info("fleet approved", "fleet", f.d.ID, "by", by)
 	h.attach(f)
 	return "Approved " + f.label()
@@ -242,7 +243,7 @@ func (h *hub) detach(f *fleet, reason string) {
 	h.log.Warn("fleet detached", "fleet", f.d.ID, "reason", reason)
 	switch was {
 	case stateAwaiting:
-		h.editAll(f.approval, f.approvalText+"\n\n⚠️ Not attached: "+esc(reason)+".", nil)
+		h.editAll(f.approval, f.approvalText, "⚠️", "Not attached: "+reason+".")
 	case stateDenied:
 	default:
 		h.postAll(f, f.head()+" ⚠️ detached: "+esc(reason)+". The hub no longer relays this fleet.", nil, postRef{fleet: f.d.ID}, false)
@@ -255,7 +256,7 @@ func (h *hub) gone(f *fleet) {
 	h.stopLink(f)
 	switch f.state {
 	case stateAwaiting:
-		h.editAll(f.approval, f.approvalText+"\n\n⌛ The fleet exited before it was approved.", nil)
+		h.editAll(f.approval, f.approvalText, "⌛", "The fleet exited before it was approved.")
 	case stateAttached, stateReconnecting, stateConnecting:
 		if f.attachedOnce && h.cfg.Verbosity >= Normal {
 			h.line(f, "🏁 the fleet has exited")
@@ -310,11 +311,15 @@ func (h *hub) postTo(chat int64, f *fleet, text string, buttons [][]telegram.But
 	return post{chat: chat, h: hd}
 }
 
-// editAll replaces the text and buttons of posts (nil buttons: none).
-func (h *hub) editAll(posts []post, text string, buttons [][]telegram.Button) {
-	text = split(text, MaxMessageLen)[0]
+// editAll rewrites posts (the messages that carry the buttons) as base,
+// the text they were posted with, plus an outcome line, and removes their
+// buttons. Only the last part of a long base was in the message that is
+// edited, and the outcome is clipped so the edit fits.
+func (h *hub) editAll(posts []post, base, icon, outcome string) {
+	parts := split(base, MaxMessageLen-300)
+	text := parts[len(parts)-1] + "\n\n" + icon + " <b>" + esc(clip(outcome, 250)) + "</b>"
 	for _, p := range posts {
-		h.out.Enqueue(outItem{chat: p.chat, h: p.h, edit: true, text: text, buttons: buttons})
+		h.out.Enqueue(outItem{chat: p.chat, h: p.h, edit: true, text: text})
 	}
 }
 
@@ -367,6 +372,11 @@ type topicResult struct {
 func (h *hub) onTopic(r topicResult) {
 	c := h.chat(r.chat)
 	delete(c.creating, r.fleet)
+	if r.err != nil && !errors.Is(r.err, telegram.ErrUnsupported) && !errors.Is(r.err, telegram.ErrBadRequest) && !errors.Is(r.err, telegram.ErrForbidden) {
+		// A transient failure (network, 429): try again with the next post.
+		h.log.Info("could not create a forum topic; will try again", "chat", r.chat, "err", r.err)
+		return
+	}
 	if r.err != nil || r.thread == 0 {
 		if !c.noTopics {
 			h.log.Warn("chat is a forum but the hub cannot create topics there; posting in the general topic", "chat", r.chat, "err", r.err)

@@ -132,6 +132,7 @@ func run(ctx context.Context, cfg Config, bot botAPI) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	h := newHub(cfg, bot, trust)
+	h.ctx = ctx // before any goroutine that reads it starts
 	ln, err := listenStatus(dir)
 	if err != nil {
 		return err
@@ -187,7 +188,7 @@ type hub struct {
 	// callbacks answers callback queries off the main loop, bounded.
 	callbacks chan struct{}
 	aux       sync.WaitGroup
-	ctx       context.Context
+	ctx       context.Context // set before the goroutines start; read-only after
 
 	fleets   map[string]*fleet // by descriptor id
 	gen      int
@@ -292,7 +293,6 @@ func (h *hub) poll(ctx context.Context) {
 
 // loop is the main loop.
 func (h *hub) loop(ctx context.Context) {
-	h.ctx = ctx
 	tick := time.NewTicker(time.Second)
 	defer tick.Stop()
 	for {
@@ -332,7 +332,11 @@ func (h *hub) handle(e any) {
 	case topicResult:
 		h.onTopic(e)
 	}
-	h.publish()
+	// Frames can come by the thousand a second; the status snapshot
+	// catches up with them on the next tick.
+	if _, ok := e.(frameEvent); !ok {
+		h.publish()
+	}
 }
 
 // tick runs once a second: native polls and deadlines, Bot API health.

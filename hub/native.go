@@ -110,8 +110,7 @@ func (n *nativeState) probe(h *hub, f *fleet) {
 	if n.legacy || n.probing {
 		return
 	}
-	n.probing = true
-	n.send(f, &nativeOp{req: protocol.NativeRequest{Action: protocol.NativeList}, done: func(res protocol.NativeResult) {
+	n.probing = n.send(f, &nativeOp{req: protocol.NativeRequest{Action: protocol.NativeList}, done: func(res protocol.NativeResult) {
 		n.probing = false
 		switch {
 		case res.Kind == protocol.NativeKindError && res.Code == "native_mode_required":
@@ -209,7 +208,7 @@ func (n *nativeState) poll(h *hub, f *fleet) {
 	}
 	n.polling = true
 	n.lastPoll = time.Now()
-	n.send(f, &nativeOp{req: protocol.NativeRequest{Action: protocol.NativeStatus, RootID: n.root}, done: func(res protocol.NativeResult) {
+	n.polling = n.send(f, &nativeOp{req: protocol.NativeRequest{Action: protocol.NativeStatus, RootID: n.root}, done: func(res protocol.NativeResult) {
 		n.polling = false
 		if res.Kind == protocol.NativeKindStatus && res.Root != nil {
 			n.status, n.rev = res.Root, res.Root.Revision
@@ -263,10 +262,7 @@ func (h *hub) reconcileApprovals(f *fleet, root *protocol.NativeRootStatus) {
 		it.posts = h.postAll(f, it.text, [][]telegram.Button{{{Text: "✅ Approve…", Data: yes}, {Text: "❌ Deny…", Data: no}}}, postRef{fleet: f.d.ID, native: it}, false)
 		n.items[key] = it
 		n.order = append(n.order, key)
-		if len(n.order) > nativeItemsKept {
-			delete(n.items, n.order[0])
-			n.order = n.order[1:]
-		}
+		n.forgetDone()
 	}
 	for key, it := range n.items {
 		if it.done {
@@ -285,7 +281,20 @@ func (h *hub) reconcileApprovals(f *fleet, root *protocol.NativeRootStatus) {
 		default:
 			it.outcome = "no longer waiting for a decision"
 		}
-		h.editAll(it.posts, it.text+"\n\n"+verdictIcon(it.outcome)+" <b>"+esc(it.outcome)+"</b>", nil)
+		h.editAll(it.posts, it.text, verdictIcon(it.outcome), it.outcome)
+	}
+}
+
+// forgetDone drops the oldest answered approvals beyond nativeItemsKept;
+// open ones stay (they are bounded by the root's tasks).
+func (n *nativeState) forgetDone() {
+	for i := 0; len(n.order) > nativeItemsKept && i < len(n.order); {
+		if it := n.items[n.order[i]]; it == nil || it.done {
+			delete(n.items, n.order[i])
+			n.order = append(n.order[:i], n.order[i+1:]...)
+			continue
+		}
+		i++
 	}
 }
 
@@ -321,7 +330,7 @@ func (n *nativeState) drop(h *hub, why string) {
 	for _, it := range n.items {
 		if !it.done {
 			it.done, it.outcome = true, "not answerable from here any more: "+why
-			h.editAll(it.posts, it.text+"\n\n✖️ <b>"+esc(it.outcome)+"</b>", nil)
+			h.editAll(it.posts, it.text, "✖️", it.outcome)
 		}
 	}
 	for tid, op := range n.ops {

@@ -118,6 +118,8 @@ type stream struct {
 	last   time.Time // when the newest line arrived
 	// flood state: one message edited in place.
 	flood    bool
+	dirty    bool // the last flood update failed: send the current state again
+	fails    int  // flood updates refused in a row
 	progress handle
 	total    int      // lines in this flood
 	tail     []string // its last floodTail lines
@@ -183,6 +185,10 @@ func (o *outbox) Line(chat, thread int64, fleet string, output bool, head, line 
 		q.streams = append(q.streams, s)
 	}
 	s.head, s.thread = head, thread
+	if s.flood && len(s.lines) == 0 && !s.dirty && now.Sub(s.last) >= floodQuiet {
+		// The flood is over: new text starts a new message.
+		s.flood, s.progress, s.total, s.tail = false, 0, 0, nil
+	}
 	if len(s.lines) == 0 {
 		s.first = now
 	}
@@ -290,7 +296,7 @@ func (o *outbox) pick() (*job, time.Duration) {
 
 func (q *chatQueue) hasStream() bool {
 	for _, s := range q.streams {
-		if len(s.lines) > 0 || s.flood {
+		if len(s.lines) > 0 || s.dirty {
 			return true
 		}
 	}
@@ -305,15 +311,10 @@ func (o *outbox) flushStream(q *chatQueue, now time.Time) (*job, time.Duration) 
 	n := len(q.streams)
 	for i := range n {
 		s := q.streams[(q.rr+i)%n]
-		if len(s.lines) == 0 {
-			if s.flood && now.Sub(s.last) >= floodQuiet {
-				s.flood, s.progress, s.total, s.tail = false, 0, 0, nil
-			} else if s.flood {
-				wait = min(wait, floodQuiet-now.Sub(s.last))
-			}
+		if len(s.lines) == 0 && !s.dirty {
 			continue
 		}
-		if ready := s.first.Add(gather); now.Before(ready) {
+		if ready := s.first.Add(gather); len(s.lines) > 0 && now.Before(ready) {
 			wait = min(wait, ready.Sub(now))
 			continue
 		}
@@ -325,7 +326,7 @@ func (o *outbox) flushStream(q *chatQueue, now time.Time) (*job, time.Duration) 
 			return &job{q: q, item: it}, 0
 		}
 		// A flood: one message, edited in place, with a count and the tail.
-		s.flood = true
+		s.flood, s.dirty = true, false
 		s.total += len(s.lines)
 		s.tail = append(s.tail, s.lines...)
 		if len(s.tail) > floodTail {
@@ -342,15 +343,15 @@ func (o *outbox) flushStream(q *chatQueue, now time.Time) (*job, time.Duration) 
 		}
 		return &job{q: q, item: it, s: s}, 0
 	}
-	q.streams = dropIdle(q.streams)
+	q.streams = dropIdle(q.streams, now)
 	return nil, wait
 }
 
-// dropIdle forgets streams with nothing pending and no flood.
-func dropIdle(ss []*stream) []*stream {
+// dropIdle forgets streams with nothing pending and no flood going on.
+func dropIdle(ss []*stream, now time.Time) []*stream {
 	out := ss[:0]
 	for _, s := range ss {
-		if len(s.lines) > 0 || s.flood {
+		if len(s.lines) > 0 || s.dirty || (s.flood && now.Sub(s.last) < floodQuiet) {
 			out = append(out, s)
 		}
 	}
@@ -412,6 +413,9 @@ func (o *outbox) do(ctx context.Context, j *job) {
 	var ra *telegram.RetryAfterError
 	switch {
 	case err == nil:
+		if j.s != nil {
+			j.s.fails = 0
+		}
 		if it.edit {
 			o.stats.Edited++
 		} else {
@@ -432,6 +436,13 @@ func (o *outbox) do(ctx context.Context, j *job) {
 	default:
 		o.stats.Dropped++
 		o.log.Error("telegram call failed; message dropped", "chat", it.chat, "err", err)
+		if j.s != nil && j.s.progress == it.h {
+			// The progress message was refused or is gone: the flood's
+			// next update starts a new one instead of editing nothing.
+			j.s.progress = 0
+			j.s.fails++
+			j.s.dirty = j.s.fails < maxTries
+		}
 	}
 	o.mu.Unlock()
 	if err == nil && !it.edit && it.h != 0 && o.onSent != nil {
@@ -447,6 +458,7 @@ func (o *outbox) requeueLocked(j *job) {
 		if !j.item.edit && o.ids[j.item.h] == 0 {
 			j.s.progress = 0
 		}
+		j.s.dirty = true
 		return
 	}
 	j.q.urgent = append([]outItem{j.item}, j.q.urgent...)

@@ -447,6 +447,7 @@ func TestOutboxThousandLinesInOneBurstIsOneSend(t *testing.T) {
 		t.Errorf("flood text: %q", calls[0].text)
 	}
 	// After floodQuiet the flood is over: new lines are a new message.
+	c.Advance(floodQuiet)
 	o.Line(42, 0, "f1", false, "<b>[alpha]</b>", "after the flood")
 	drive(t, o, c, time.Minute, nil)
 	sends := s.sends()
@@ -625,4 +626,33 @@ func TestOutboxFloodRetryAfterNotLost(t *testing.T) {
 			t.Errorf("after a 429 on the last flood edit, the message stays %q; want the 200-line state", m.text)
 		}
 	})
+}
+
+// A flood's progress message that Telegram refused for good (a 400) must
+// not silence the rest of the flood: its later updates are edits of a
+// message that does not exist, dropped without a call, so nothing of the
+// flood ever shows.
+func TestOutboxFloodAfterRefusedFirstMessage(t *testing.T) {
+	o, s, c, _ := newTestOutbox(t)
+	s.fail = func(_ sendCall, n int) error {
+		if n == 0 {
+			return fmt.Errorf("telegram sendMessage: 400 Bad Request: %w", telegram.ErrBadRequest)
+		}
+		return nil
+	}
+	for _, l := range lines(100, "line %d") {
+		o.Line(42, 0, "f1", false, "<b>[alpha]</b>", l)
+	}
+	drive(t, o, c, privateGap, nil)
+	for _, l := range lines(100, "more %d") {
+		o.Line(42, 0, "f1", false, "<b>[alpha]</b>", l)
+	}
+	drive(t, o, c, time.Minute, nil)
+	sends := s.sends()
+	if len(sends) == 0 {
+		t.Fatalf("the first flood message was refused, and nothing of the next 100 lines was sent (calls: %d)", len(s.all()))
+	}
+	if m := s.message(42, sends[len(sends)-1].msg); !strings.Contains(m.text, "more 100") {
+		t.Errorf("flood message: %q", m.text)
+	}
 }

@@ -192,6 +192,9 @@ func (h *hub) resolved(f *fleet, m *protocol.ConfirmResolved) {
 	case m.Reason == protocol.ReasonSuperseded:
 		r.outcome = "answered elsewhere (the fleet's terminal or another surface): " + verdict
 		icon = "↪️"
+	case r.answer != "" && r.kind == protocol.KindConfirm && r.approve != m.Approved:
+		// We sent one answer, the fleet took another: someone was first.
+		icon, r.outcome = "↪️", "answered elsewhere (another console) first: "+verdict
 	case r.answer != "":
 		if r.kind == protocol.KindAsk {
 			icon, r.outcome = "💬", fmt.Sprintf("answered here by %s: %s", r.by, r.answer)
@@ -206,7 +209,7 @@ func (h *hub) resolved(f *fleet, m *protocol.ConfirmResolved) {
 		}
 	}
 	r.done = true
-	h.editAll(r.posts, r.text+"\n\n"+icon+" <b>"+esc(r.outcome)+"</b>", nil)
+	h.editAll(r.posts, r.text, icon, r.outcome)
 }
 
 // replayDone ends a (re-)attach: requests that were pending when the link
@@ -217,7 +220,7 @@ func (h *hub) replayDone(f *fleet) {
 		if !f.replaySeen[id] {
 			delete(f.requests, id)
 			r.done, r.outcome = true, "no longer pending: resolved while the hub was away"
-			h.editAll(r.posts, r.text+"\n\n↪️ <b>"+esc(r.outcome)+"</b>", nil)
+			h.editAll(r.posts, r.text, "↪️", r.outcome)
 		}
 	}
 	first := !f.attachedOnce
@@ -249,7 +252,7 @@ func (h *hub) dropRequests(f *fleet, why string) {
 	for id, r := range f.requests {
 		delete(f.requests, id)
 		r.done, r.outcome = true, "not answerable from here any more: "+why
-		h.editAll(r.posts, r.text+"\n\n✖️ <b>"+esc(r.outcome)+"</b>", nil)
+		h.editAll(r.posts, r.text, "✖️", r.outcome)
 	}
 	h.native(f).drop(h, why)
 }

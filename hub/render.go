@@ -49,6 +49,10 @@ func split(text string, limit int) []string {
 	var parts []string
 	for utf16Len(text) > limit {
 		cut := cutPoint(text, limit)
+		if cut <= 0 {
+			// The limit is smaller than the first rune or entity: cut after it.
+			_, cut = utf8.DecodeRuneInString(text)
+		}
 		parts = append(parts, strings.TrimRight(text[:cut], "\n"))
 		text = strings.TrimLeft(text[cut:], "\n")
 	}

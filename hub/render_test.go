@@ -66,7 +66,7 @@ func TestUTF16Len(t *testing.T) {
 		"😀":    2,
 		"𝄞":    2,
 		"a😀b":  4,
-		"😀😀😀": 6,
+		"😀😀😀":  6,
 		"\xff": 1, // an invalid byte is one U+FFFD
 	} {
 		if got := utf16Len(s); got != want {

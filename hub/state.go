@@ -15,10 +15,11 @@ type button struct {
 	kind   string // buttonAttach, buttonConfirm, …
 	fleet  string // fleet id
 	req    *request
-	value  string // approve/deny, a choice's value, a root action
-	text   string // buttonRoute: the stashed prompt; root buttons: the root id
-	rev    int64  // root buttons: the revision the operator saw
-	used   bool   // a one-shot button (a root action's confirmation) was pressed
+	value  string  // approve/deny, a choice's value, a root action
+	text   string  // buttonRoute: the stashed prompt; root buttons: the root id
+	rev    int64   // root buttons: the revision the operator saw
+	used   bool    // a one-shot button (a root action's confirmation) was pressed
+	routed *string // buttonRoute: shared by the question's buttons; the fleet it went to
 	native *nativeItem
 }
 

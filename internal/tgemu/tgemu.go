@@ -180,6 +180,7 @@ func (e *Emulator) launch() error {
 	p.cmd.Stdout = &readyWriter{want: want, ready: p.ready}
 	p.cmd.Stderr = p.stderr
 	p.cmd.WaitDelay = stopGrace // in case something else holds the pipes
+	dieWithParent(p.cmd)
 	if err := p.cmd.Start(); err != nil {
 		return fmt.Errorf("start %s: %w", e.script, err)
 	}
