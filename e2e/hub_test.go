@@ -204,22 +204,6 @@ func (h *hubEnv) approve(name string) tgemu.BotMessage {
 	return q
 }
 
-// callbackAnswers are the texts the hub answered button presses with.
-func (h *hubEnv) callbackAnswers() []string {
-	calls, err := h.emu.Calls(hubToken)
-	if err != nil {
-		h.t.Fatal(err)
-	}
-	var out []string
-	for _, c := range calls {
-		if c.Method == "answerCallbackQuery" {
-			s, _ := c.Params["text"].(string)
-			out = append(out, s)
-		}
-	}
-	return out
-}
-
 func (h *hubEnv) waitCallbackAnswer(sub string) {
 	h.t.Helper()
 	h.emu.WaitCalls(h.t, hubWait, "a callback answered with "+sub, func(cs []tgemu.Call) bool {

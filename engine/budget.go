@@ -35,7 +35,7 @@ type Price struct {
 }
 
 // hubBudget is the hubEvent kind of budget notices.
-const hubBudget = "budget"
+const hubBudget = protocol.HubBudget
 
 // budgetContinue is the turn a worker paused at its budget gets once the
 // budget was raised.

@@ -405,7 +405,7 @@ func (e *Engine) cmdMerge(args string) string {
 			e.replyLocked(err.Error())
 			return
 		}
-		e.hubLocked(id, "merged", text)
+		e.hubLocked(id, protocol.HubMerged, text)
 		e.replyLocked(text)
 	}()
 	return ""

@@ -88,11 +88,7 @@ type outbox struct {
 	idOrder []handle
 	wake    chan struct{}
 	lastAPI time.Time // last call, for the global gap
-	stats   outStats
-}
-
-type outStats struct {
-	Sent, Edited, Dropped, RetryAfter int64
+	stats   OutboxStats
 }
 
 // chatQueue is one chat's pending work.
@@ -226,7 +222,7 @@ func (o *outbox) bind(h handle, id int64) {
 }
 
 // Stats returns the counters.
-func (o *outbox) Stats() outStats {
+func (o *outbox) Stats() OutboxStats {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	return o.stats

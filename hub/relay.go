@@ -100,11 +100,11 @@ func hubEventClass(kind string) (icon string, from Verbosity) {
 	switch kind {
 	case protocol.HubFailed:
 		return "❌", Quiet
-	case "budget":
+	case protocol.HubBudget:
 		return "💸", Quiet
 	case protocol.HubCompleted:
 		return "✅", Normal
-	case "merged":
+	case protocol.HubMerged:
 		return "🔀", Normal
 	case protocol.HubSpawned:
 		return "🚀", Verbose

@@ -85,7 +85,7 @@ func (h *hub) publish() {
 			Deaf:    h.deaf, Conflict: hl.Conflict, LastPoll: ms(hl.LastPoll), LastError: hl.LastError,
 			LastErrorAt: ms(hl.LastErrorAt), Polls: hl.Polls, Failures: hl.Failures,
 		},
-		Outbox: OutboxStats{Sent: st.Sent, Edited: st.Edited, Dropped: st.Dropped, RetryAfter: st.RetryAfter},
+		Outbox: st,
 	}
 	for _, f := range h.sortedFleets() {
 		s.Fleets = append(s.Fleets, FleetStatus{

@@ -37,6 +37,13 @@ const (
 	HubTaskUpdated = "task.updated"
 )
 
+// Hub event kinds this fleet adds (docs/protocol-decisions.md): budget
+// notices, and a worker's branch merged.
+const (
+	HubBudget = "budget"
+	HubMerged = "merged"
+)
+
 // Command catalog kinds. CommandCatalogEntry.Kind is an open string.
 const (
 	CommandBuiltin  = "builtin"
