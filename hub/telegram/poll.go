@@ -297,6 +297,9 @@ func (t *transport) Do(req *http.Request) (*http.Response, error) {
 	ctx := req.Context()
 	method := path.Base(req.URL.Path)
 	poll := method == "getUpdates"
+	if err := asJSON(req); err != nil {
+		return nil, fmt.Errorf("%s: %w", method, err)
+	}
 	if poll {
 		if err := c.pollTurn(ctx); err != nil {
 			if req.Body != nil {

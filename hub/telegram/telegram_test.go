@@ -72,12 +72,23 @@ func (f *fakeAPI) serve(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	c := call{method: method, form: map[string]string{}}
-	if err := r.ParseMultipartForm(1 << 20); err != nil {
+	// The client sends JSON bodies (asJSON), which every server parses.
+	var body map[string]json.RawMessage
+	if ct := r.Header.Get("Content-Type"); ct != "application/json" {
+		http.Error(w, `{"ok":false,"error_code":400,"description":"Bad Request: content type `+ct+`"}`, http.StatusBadRequest)
+		return
+	}
+	if err := json.NewDecoder(io.LimitReader(r.Body, 1<<20)).Decode(&body); err != nil {
 		http.Error(w, `{"ok":false,"error_code":400,"description":"Bad Request: `+err.Error()+`"}`, http.StatusBadRequest)
 		return
 	}
-	for k, v := range r.MultipartForm.Value {
-		c.form[k] = v[0]
+	for k, v := range body {
+		var str string
+		if json.Unmarshal(v, &str) == nil {
+			c.form[k] = str // a JSON string, as a form value would be
+		} else {
+			c.form[k] = string(v)
+		}
 	}
 	f.mu.Lock()
 	f.calls = append(f.calls, c)
