@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"runtime/pprof"
 	"strings"
 	"syscall"
 	"text/tabwriter"
@@ -22,9 +23,10 @@ import (
 
 func newHubCmd() *cobra.Command {
 	var (
-		fl       hub.Flags
-		chats    []int64
-		logLevel string
+		fl         hub.Flags
+		chats      []int64
+		logLevel   string
+		cpuProfile string
 	)
 	cmd := &cobra.Command{
 		Use:   "hub",
@@ -55,6 +57,17 @@ flags win over it. See docs/hub.md.`,
 				return err
 			}
 			cfg.Logger = slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), &slog.HandlerOptions{Level: level}))
+			if cpuProfile != "" {
+				pf, err := os.Create(cpuProfile)
+				if err != nil {
+					return fmt.Errorf("--cpuprofile: %w", err)
+				}
+				defer pf.Close()
+				if err := pprof.StartCPUProfile(pf); err != nil {
+					return fmt.Errorf("--cpuprofile: %w", err)
+				}
+				defer pprof.StopCPUProfile()
+			}
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
 			return hub.Run(ctx, cfg)
@@ -66,6 +79,7 @@ flags win over it. See docs/hub.md.`,
 	f.StringVar(&fl.APIBaseURL, "api-base-url", "", "Bot API server (default telegramHub.apiBaseUrl, else "+hub.DefaultAPIBaseURL+")")
 	f.StringVar(&fl.Verbosity, "verbosity", "", "quiet, normal or verbose (default telegramHub.verbosity, else normal)")
 	f.StringVar(&logLevel, "log-level", "info", "log level: debug, info, warn or error")
+	f.StringVar(&cpuProfile, "cpuprofile", "", "write a CPU profile of the hub to this file (for performance work)")
 	cmd.AddCommand(newHubStatusCmd())
 	return cmd
 }

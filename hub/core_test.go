@@ -94,7 +94,7 @@ func (b *fakeBot) topicCalls() []topicCall {
 // testHub is a hub driven by hand on the test goroutine, as its main loop
 // would: events go through h.handle, and the outbox is run on a fake clock.
 type testHub struct {
-	t     *testing.T
+	t     testing.TB
 	h     *hub
 	bot   *fakeBot
 	clock *fakeClock
@@ -106,7 +106,7 @@ const (
 	opName = "alice"
 )
 
-func newTestHub(t *testing.T, cfg Config) *testHub {
+func newTestHub(t testing.TB, cfg Config) *testHub {
 	t.Helper()
 	if cfg.Logger == nil {
 		cfg.Logger = discard()

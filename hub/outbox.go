@@ -198,8 +198,13 @@ func (o *outbox) Line(chat, thread int64, fleet string, output bool, head, line 
 		s.total++
 		s.flood = true
 	}
+	first := len(s.lines) == 1
 	o.mu.Unlock()
-	o.signal()
+	if first {
+		// Only the first pending line needs a wake-up: the outbox already
+		// waits for a stream that has lines.
+		o.signal()
+	}
 }
 
 // messageID is the Telegram id a handle became, or 0.

@@ -156,7 +156,7 @@ func newTestOutbox(t *testing.T) (*outbox, *fakeSender, *fakeClock, *[]sentNote)
 // drive runs the outbox on the fake clock: every call pick allows is made,
 // and the clock jumps to when the next one is due, until nothing is due
 // within limit. The outbox's own rate limits are what spaces the calls.
-func drive(t *testing.T, o *outbox, c *fakeClock, limit time.Duration, after func()) {
+func drive(t testing.TB, o *outbox, c *fakeClock, limit time.Duration, after func()) {
 	t.Helper()
 	ctx := context.Background()
 	deadline := c.Now().Add(limit)
