@@ -35,7 +35,7 @@ fleet events, fleet send, or any program that speaks NDJSON).`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
-	root.AddCommand(newRunCmd(), newLsCmd(), newAttachCmd(), newEventsCmd(), newSendCmd(), newSessionsCmd(), newWorktreesCmd(), newWorkersCmd(), newDiffCmd(), newLogCmd(), newMergeCmd(), newApplyCmd(), newPRCmd(), newIntelCmd(), newExperimentCmd(), newRootCmd(), newHubCmd(), newDoctorCmd(), newVersionCmd())
+	root.AddCommand(newRunCmd(), newLsCmd(), newAttachCmd(), newEventsCmd(), newSendCmd(), newSessionsCmd(), newWorktreesCmd(), newWorkersCmd(), newDiffCmd(), newLogCmd(), newMergeCmd(), newApplyCmd(), newPRCmd(), newIntelCmd(), newExperimentCmd(), newRootCmd(), newHubCmd(), newConsoleCmd(), newDoctorCmd(), newVersionCmd())
 	return root
 }
 

@@ -1,0 +1,426 @@
+package tui
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+	"sync"
+	"time"
+
+	tea "charm.land/bubbletea/v2"
+
+	"github.com/agents-fleet/fleet/client"
+	"github.com/agents-fleet/fleet/protocol"
+	"github.com/agents-fleet/fleet/registry"
+)
+
+// The program around the headless Model: one goroutine reads the attached
+// fleet's socket into a bounded buffer (it never waits on the screen, so
+// the console is never the slow consumer the fleet evicts); the Bubble Tea
+// loop drains that buffer on a 30 fps tick, folds the frames into the
+// Model and renders once per tick at most.
+
+// Config is what fleet console needs.
+type Config struct {
+	Selector    string // FLEET: id, id prefix or name; empty: the only live fleet, else the picker
+	RegistryDir string
+	In          io.Reader
+	Out         io.Writer
+	NoColor     bool
+	Notify      NotifyMode
+	// Env is the environment the program sees (TERM, NO_COLOR…); nil: the process's.
+	Env []string
+}
+
+const (
+	frameTick = time.Second / 30
+	// maxBuffered bounds the frames waiting for the next tick. Past it the
+	// oldest output frames (transcript, toolCall) are dropped and counted;
+	// requests and everything else are kept.
+	maxBuffered  = 20000
+	scanEvery    = 2 * time.Second
+	redialMin    = 250 * time.Millisecond
+	redialMax    = 10 * time.Second
+	dialDeadline = 15 * time.Second
+)
+
+// Run runs the console until the operator quits or ctx ends.
+func Run(ctx context.Context, cfg Config) error {
+	entries, err := registry.Live(cfg.RegistryDir)
+	if err != nil {
+		return err
+	}
+	a := &app{cfg: cfg, model: New(Options{NoColor: cfg.NoColor, Notify: cfg.Notify}), wake: make(chan struct{}, 1)}
+	a.setFleets(entries)
+	switch {
+	case cfg.Selector != "":
+		e, err := registry.Select(entries, cfg.Selector)
+		if err != nil {
+			return err
+		}
+		a.want = e.ID
+	case len(entries) == 1:
+		a.want = entries[0].ID
+	case len(entries) == 0:
+		return fmt.Errorf("%w (no live fleet in %s; start one with fleet run --control-socket)", registry.ErrNoFleet, cfg.RegistryDir)
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	a.ctx = ctx
+	if a.want != "" {
+		a.model.Select(a.want)
+	} else {
+		a.model.Key(Key{Text: "F"}) // several fleets, none named: start in the picker
+	}
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() { defer wg.Done(); a.connector(ctx) }()
+	opts := []tea.ProgramOption{tea.WithContext(ctx), tea.WithFPS(30)}
+	if cfg.In != nil {
+		opts = append(opts, tea.WithInput(cfg.In))
+	}
+	if cfg.Out != nil {
+		opts = append(opts, tea.WithOutput(cfg.Out))
+	}
+	if cfg.Env != nil {
+		opts = append(opts, tea.WithEnvironment(cfg.Env))
+	}
+	_, err = tea.NewProgram(&program{a: a}, opts...).Run()
+	cancel()
+	wg.Wait()
+	if errors.Is(err, tea.ErrProgramKilled) && ctx.Err() != nil {
+		return nil
+	}
+	return err
+}
+
+// app is shared by the Bubble Tea loop and the connector. The model is
+// touched only by the Bubble Tea loop; the connector hands it frames and
+// connection events through mu.
+type app struct {
+	cfg   Config
+	ctx   context.Context
+	model *Model
+
+	mu      sync.Mutex
+	want    string // the fleet the operator wants attached
+	frames  []buffered
+	events  []func(*Model) // connection changes, in order
+	dropped int
+	wake    chan struct{}
+	conn    *client.Conn
+}
+
+type buffered struct {
+	id     string
+	m      protocol.Message
+	replay bool
+}
+
+func (a *app) setFleets(entries []registry.Entry) {
+	refs := make([]FleetRef, 0, len(entries))
+	for _, e := range entries {
+		refs = append(refs, FleetRef{ID: e.ID, Name: e.Name, Cwd: e.Cwd})
+	}
+	a.event(func(m *Model) { m.SetFleets(refs) })
+}
+
+func (a *app) event(f func(*Model)) {
+	a.mu.Lock()
+	a.events = append(a.events, f)
+	a.mu.Unlock()
+}
+
+func (a *app) push(id string, m protocol.Message, replay bool) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.frames = append(a.frames, buffered{id, m, replay})
+	if len(a.frames) > maxBuffered {
+		// Drop the oldest output; keep what the operator must see.
+		kept := a.frames[:0]
+		excess := len(a.frames) - maxBuffered/2
+		for _, f := range a.frames {
+			switch f.m.(type) {
+			case *protocol.Transcript, *protocol.ToolCall:
+				if excess > 0 {
+					excess--
+					a.dropped++
+					continue
+				}
+			}
+			kept = append(kept, f)
+		}
+		a.frames = kept
+	}
+}
+
+// switchTo asks the connector for another fleet.
+func (a *app) switchTo(id string) {
+	a.mu.Lock()
+	a.want = id
+	if a.conn != nil {
+		a.conn.Close()
+	}
+	a.mu.Unlock()
+	select {
+	case a.wake <- struct{}{}:
+	default:
+	}
+}
+
+func (a *app) send(id string, m protocol.Message) {
+	a.mu.Lock()
+	c, want := a.conn, a.want
+	a.mu.Unlock()
+	if c == nil || want != id {
+		a.event(func(mo *Model) { mo.Apply(id, &protocol.Error{Message: "not connected: nothing was sent"}, false) })
+		return
+	}
+	go func() {
+		if err := c.Send(m); err != nil {
+			a.event(func(mo *Model) { mo.Apply(id, &protocol.Error{Message: "send failed: " + err.Error()}, false) })
+		}
+	}()
+}
+
+// connector keeps the wanted fleet attached: it dials, reads until the
+// connection ends, and dials again with back-off. A fleet that restarted
+// has a new id: the same name and folder are followed to it.
+func (a *app) connector(ctx context.Context) {
+	backoff := redialMin
+	var last registry.Descriptor
+	for ctx.Err() == nil {
+		a.mu.Lock()
+		want := a.want
+		a.mu.Unlock()
+		entries, _ := registry.Live(a.cfg.RegistryDir)
+		a.setFleets(entries)
+		var target *registry.Entry
+		for i, e := range entries {
+			if e.ID == want {
+				target = &entries[i]
+			}
+		}
+		if target == nil && last.ID == want && want != "" {
+			for i, e := range entries {
+				if e.Name == last.Name && e.Cwd == last.Cwd {
+					target = &entries[i] // the same fleet, restarted
+				}
+			}
+			if target != nil {
+				id := target.ID
+				a.mu.Lock()
+				a.want = id
+				a.mu.Unlock()
+				a.event(func(m *Model) { m.Select(id) })
+			}
+		}
+		if want == "" || target == nil {
+			if want != "" {
+				a.event(func(m *Model) { m.Disconnected(want, errors.New("the fleet is not running"), scanEvery) })
+			}
+			if !a.sleep(ctx, scanEvery) {
+				return
+			}
+			continue
+		}
+		last = target.Descriptor
+		err := a.attach(ctx, target.Descriptor)
+		if ctx.Err() != nil {
+			return
+		}
+		id := target.ID
+		a.event(func(m *Model) { m.Disconnected(id, err, backoff) })
+		if !a.sleep(ctx, backoff) {
+			return
+		}
+		backoff = min(backoff*2, redialMax)
+		if err == nil {
+			backoff = redialMin
+		}
+	}
+}
+
+func (a *app) sleep(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-t.C:
+	case <-a.wake:
+	}
+	return true
+}
+
+// attach reads one connection to d until it ends; nil when it was attached
+// and then closed.
+func (a *app) attach(ctx context.Context, d registry.Descriptor) error {
+	if err := registry.Validate(d); err != nil {
+		return err
+	}
+	dctx, cancel := context.WithTimeout(ctx, dialDeadline)
+	c, err := client.Dial(dctx, d, client.Options{ClientKind: protocol.ClientOther, ClientName: "console"})
+	cancel()
+	if err != nil {
+		return err
+	}
+	a.mu.Lock()
+	if a.want != d.ID {
+		a.mu.Unlock()
+		c.Close()
+		return nil
+	}
+	a.conn = c
+	a.mu.Unlock()
+	stop := context.AfterFunc(ctx, func() { c.Close() })
+	defer stop()
+	w := c.Welcome()
+	a.event(func(m *Model) { m.Connected(d.ID, w) })
+	for {
+		m, _, replay, err := c.Next()
+		var fe *client.FrameError
+		if errors.As(err, &fe) {
+			continue
+		}
+		if err != nil {
+			a.mu.Lock()
+			if a.conn == c {
+				a.conn = nil
+			}
+			a.mu.Unlock()
+			c.Close()
+			if errors.Is(err, io.EOF) {
+				return errors.New("the fleet closed the connection")
+			}
+			return err
+		}
+		a.push(d.ID, m, replay)
+	}
+}
+
+// drain folds what the connector buffered into the model; it reports
+// whether anything changed.
+func (a *app) drain() bool {
+	a.mu.Lock()
+	frames, events, dropped := a.frames, a.events, a.dropped
+	a.frames, a.events, a.dropped = nil, nil, 0
+	a.mu.Unlock()
+	for _, f := range events {
+		f(a.model)
+	}
+	for _, f := range frames {
+		a.model.Apply(f.id, f.m, f.replay)
+	}
+	if dropped > 0 {
+		a.model.Apply(a.model.Selected(), &protocol.Error{Message: fmt.Sprintf("console: %d output lines skipped to keep up", dropped)}, false)
+	}
+	return len(frames) > 0 || len(events) > 0
+}
+
+// program adapts the app to Bubble Tea.
+type program struct {
+	a     *app
+	view  string
+	dirty bool
+	last  time.Time
+}
+
+type tickMsg time.Time
+
+func tick() tea.Cmd { return tea.Tick(frameTick, func(t time.Time) tea.Msg { return tickMsg(t) }) }
+
+func (p *program) Init() tea.Cmd { p.dirty = true; return tick() }
+
+func (p *program) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
+	a := p.a
+	var cmds []tea.Cmd
+	switch msg := msg.(type) {
+	case tickMsg:
+		if a.drain() {
+			p.dirty = true
+		}
+		if now := time.Time(msg); now.Sub(p.last) >= time.Second {
+			p.last, p.dirty = now, true // clocks on screen (uptime, staleness)
+		}
+		cmds = append(cmds, tick())
+	case tea.WindowSizeMsg:
+		a.model.Resize(msg.Width, msg.Height)
+		p.dirty = true
+	case tea.FocusMsg:
+		a.model.Focused(true)
+	case tea.BlurMsg:
+		a.model.Focused(false)
+	case tea.PasteMsg:
+		cmds = append(cmds, p.actions(a.model.Key(Key{Text: msg.Content})))
+		p.dirty = true
+	case tea.KeyPressMsg:
+		cmds = append(cmds, p.actions(a.model.Key(keyOf(msg))))
+		p.dirty = true
+	}
+	if alerts := a.model.Alerts(); len(alerts) > 0 {
+		for _, s := range alerts {
+			cmds = append(cmds, tea.Raw(s))
+		}
+	}
+	return p, tea.Batch(cmds...)
+}
+
+// actions carries out what a key asked for.
+func (p *program) actions(acts []Action) tea.Cmd {
+	var cmd tea.Cmd
+	for _, act := range acts {
+		switch act := act.(type) {
+		case Send:
+			p.a.send(act.Fleet, act.Msg)
+		case SwitchFleet:
+			p.a.model.Select(act.ID)
+			p.a.switchTo(act.ID)
+		case Quit:
+			cmd = tea.Quit
+		}
+	}
+	return cmd
+}
+
+func keyOf(k tea.KeyPressMsg) Key {
+	key := tea.Key(k)
+	if key.Text != "" && key.Mod&(tea.ModCtrl|tea.ModAlt) == 0 {
+		return Key{Text: key.Text}
+	}
+	return Key{Name: k.String()}
+}
+
+func (p *program) View() tea.View {
+	if p.dirty || p.view == "" {
+		p.view, p.dirty = p.a.model.View(), false
+	}
+	v := tea.NewView(p.view)
+	v.AltScreen = true
+	v.ReportFocus = true
+	v.WindowTitle = "fleet console"
+	return v
+}
+
+// ParseNotify reads --notify: off, or bell, osc9 and osc777 comma-separated.
+func ParseNotify(s string) (NotifyMode, error) {
+	var m NotifyMode
+	for _, part := range strings.Split(s, ",") {
+		switch strings.TrimSpace(part) {
+		case "bell":
+			m |= NotifyBell
+		case "osc9":
+			m |= NotifyOSC9
+		case "osc777":
+			m |= NotifyOSC777
+		case "off", "none":
+			m |= NotifyOff
+		case "":
+		default:
+			return 0, fmt.Errorf("%q: use bell, osc9, osc777 (comma-separated) or off", part)
+		}
+	}
+	return m, nil
+}

@@ -1,0 +1,249 @@
+package e2e
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+)
+
+// The console tests run `fleet console` in a real terminal: a tmux session
+// of its own (its own server socket), driven with send-keys and read with
+// capture-pane, the way an operator would see it.
+
+type tmuxConsole struct {
+	t      *testing.T
+	socket string
+	name   string
+	log    string
+}
+
+const consoleWait = 60 * time.Second // generous: CI runs the race detector beside other work
+
+// startConsole runs `fleet console args...` in a WxH tmux window with e's
+// environment.
+func startConsole(t *testing.T, e *env, w, h int, args ...string) *tmuxConsole {
+	t.Helper()
+	requireTool(t, "tmux")
+	c := &tmuxConsole{t: t, socket: filepath.Join(t.TempDir(), "tmux.sock"), name: "console"}
+	c.log = filepath.Join(t.TempDir(), "console.stderr")
+	var envs []string
+	for _, kv := range e.environ() {
+		if strings.HasPrefix(kv, "AGENTS_FLEET_") || strings.HasPrefix(kv, "PATH=") || strings.HasPrefix(kv, "HOME=") || strings.HasPrefix(kv, "NO_COLOR=") {
+			envs = append(envs, kv)
+		}
+	}
+	envs = append(envs, "TERM=xterm-256color")
+	cmdline := "env"
+	for _, kv := range envs {
+		cmdline += " " + shellQuote(kv)
+	}
+	cmdline += " " + shellQuote(fleetBin) + " console"
+	for _, a := range args {
+		cmdline += " " + shellQuote(a)
+	}
+	cmdline += " 2>" + shellQuote(c.log) + "; echo CONSOLE-EXITED $?; sleep 600"
+	out, err := exec.Command("tmux", "-S", c.socket, "-f", "/dev/null", "new-session", "-d", "-s", c.name,
+		"-x", fmt.Sprint(w), "-y", fmt.Sprint(h), "-c", e.cwd, cmdline).CombinedOutput()
+	if err != nil {
+		t.Fatalf("tmux new-session: %v\n%s", err, out)
+	}
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("console screen at the end:\n%s", c.screen())
+			if b, err := os.ReadFile(c.log); err == nil && len(b) > 0 {
+				t.Logf("console stderr:\n%s", b)
+			}
+		}
+		exec.Command("tmux", "-S", c.socket, "kill-server").Run()
+	})
+	return c
+}
+
+func shellQuote(s string) string { return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'" }
+
+// screen is what the terminal shows now.
+func (c *tmuxConsole) screen() string {
+	out, err := exec.Command("tmux", "-S", c.socket, "capture-pane", "-p", "-t", c.name).CombinedOutput()
+	if err != nil {
+		return fmt.Sprintf("(capture-pane: %v: %s)", err, out)
+	}
+	return string(out)
+}
+
+// keys sends tmux key names (Enter, Escape, Up, …) or literal text with -l.
+func (c *tmuxConsole) keys(keys ...string) {
+	c.t.Helper()
+	if out, err := exec.Command("tmux", append([]string{"-S", c.socket, "send-keys", "-t", c.name}, keys...)...).CombinedOutput(); err != nil {
+		c.t.Fatalf("send-keys %v: %v\n%s", keys, err, out)
+	}
+}
+
+// typeText types s literally.
+func (c *tmuxConsole) typeText(s string) {
+	c.t.Helper()
+	if out, err := exec.Command("tmux", "-S", c.socket, "send-keys", "-t", c.name, "-l", s).CombinedOutput(); err != nil {
+		c.t.Fatalf("send-keys -l: %v\n%s", err, out)
+	}
+}
+
+// waitScreen waits until the screen satisfies ok and returns it.
+func (c *tmuxConsole) waitScreen(what string, ok func(string) bool) string {
+	c.t.Helper()
+	deadline := time.Now().Add(consoleWait)
+	for {
+		s := c.screen()
+		if ok(s) {
+			return s
+		}
+		if strings.Contains(s, "CONSOLE-EXITED") {
+			c.t.Fatalf("the console exited while waiting for %s:\n%s", what, s)
+		}
+		if time.Now().After(deadline) {
+			c.t.Fatalf("timed out waiting for %s; the screen:\n%s", what, s)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// submit types a prompt line and sends it, then leaves the line (waiting
+// for that, so the next key is not read as alt+key after the escape).
+func (c *tmuxConsole) submit(text string) {
+	c.t.Helper()
+	c.keys(":")
+	c.waitText("esc leave") // the line has the focus (the hint below is gone)
+	c.typeText(text)
+	c.keys("Enter")
+	c.keys("Escape")
+	c.waitText("press : to type")
+}
+
+func (c *tmuxConsole) waitText(sub string) string {
+	c.t.Helper()
+	return c.waitScreen(fmt.Sprintf("%q on the screen", sub), func(s string) bool { return strings.Contains(s, sub) })
+}
+
+// TestConsoleOperatesFleetsInTmux: the console on a fleet of Claude Code
+// agents (the real CLI against the scripted endpoint) and a local fleet,
+// in a real terminal: prompt the coordinator, approve both workers'
+// permission requests from the Requests view, follow a worker, view its
+// diff, merge it, pause dispatch, switch to the other fleet and answer its
+// question, and survive that fleet's restart without duplicated history.
+func TestConsoleOperatesFleetsInTmux(t *testing.T) {
+	ae := newAgentEnv(t, "claude", coordinatorScript())
+	agents := ae.start("--control-socket", "--provider", "claude", "--name", "agents")
+	le := &env{t: t, home: ae.home, cwd: t.TempDir()}
+	le.gitRepo()
+	shell := le.start("--control-socket", "--name", "shell")
+	c := startConsole(t, ae.env, 110, 32, "agents")
+	c.waitText("fleet agents")
+
+	// A prompt for the coordinator, from the prompt line.
+	c.submit("Add a greeting and a farewell to the repo")
+	c.waitText("waiting — press 5")
+	c.keys("r")
+	for range 2 { // the two workers' permission requests, one after the other
+		scr := c.waitScreen("a request selected in the Requests view", func(s string) bool {
+			return strings.Contains(s, "oldest first") && strings.Contains(s, "▸ [1/") && strings.Contains(s, "wants to use")
+		})
+		id := regexp.MustCompile(`▸ \[1/\d\] ask \(choice\) (\S+)`).FindStringSubmatch(scr)
+		if id == nil {
+			t.Fatalf("no selected request on the screen:\n%s", scr)
+		}
+		c.keys("1") // "Allow once"
+		c.waitScreen(id[1]+" resolved", func(s string) bool { return !strings.Contains(s, id[1]) })
+	}
+	c.waitText("no requests waiting")
+
+	c.keys("1")
+	c.waitScreen("both workers done", func(s string) bool {
+		return strings.Count(s, "completed") >= 2 && strings.Contains(s, "w1") && strings.Contains(s, "w2")
+	})
+	// Follow w1's transcript, then back to the table.
+	c.keys("Enter")
+	c.waitText("following")
+	c.keys("Escape")
+	c.waitText("enter transcript")
+	// Its diff, as the fleet replies with it.
+	c.keys("d")
+	c.keys("6")
+	c.waitText("hello.txt")
+	// Merge it, with the confirmation step.
+	c.keys("1")
+	c.waitText("enter transcript")
+	c.keys("m")
+	c.waitText("y/n")
+	c.keys("y")
+	c.keys("6")
+	c.waitText("into main")
+	// Pause dispatch.
+	c.submit("/pause")
+	c.waitText("DISPATCH PAUSED")
+
+	// The other fleet, and its question.
+	c.keys("]")
+	c.waitText("fleet shell")
+	c.submit(`$ echo '::ask::{"question":"Which colour?","choices":[{"label":"Red","value":"red"},{"label":"Blue","value":"blue"}]}'; read x; echo "picked $x"`)
+	c.waitText("waiting — press 5")
+	c.keys("r")
+	c.waitText("oldest first")
+	c.waitText("Which colour?")
+	c.keys("2")
+	c.waitText("no requests waiting")
+	c.keys("1")
+	c.waitText("▸ w1") // the table has the worker (fleetState comes once a second)
+	c.keys("Enter")
+	c.waitText("following") // the transcript, not the table's panel
+	c.waitText("picked blue")
+	c.keys("Escape")
+	c.waitText("enter transcript")
+	// A confirm, shown in full, approved with y.
+	c.submit(`$ echo '::confirm::rotate the staging keys now?'; read a; echo "rotate said $a"`)
+	c.keys("r")
+	c.waitText("oldest first")
+	c.waitText("rotate the staging keys now?")
+	c.keys("y")
+	c.waitText("no requests waiting")
+	c.keys("1")
+	c.waitText("enter transcript")
+	c.waitText("  w2 ") // its row is in the table
+	c.keys("Down")
+	c.waitScreen("w2 selected", func(s string) bool { return strings.Contains(s, "▸ w2") })
+	c.keys("Enter")
+	c.waitText("following")
+	c.waitText("rotate said yes")
+	c.keys("Escape")
+	c.waitText("enter transcript")
+
+	// The shell fleet restarts (same session): the console follows it and
+	// the history comes back once, through the replay.
+	session := sessionOf(t, shell)
+	shell.stop()
+	c.waitText("RECONNECTING")
+	le.start("--control-socket", "--name", "shell", "--resume", session)
+	c.waitScreen("re-attached", func(s string) bool {
+		return strings.Contains(s, "fleet shell") && !strings.Contains(s, "RECONNECTING")
+	})
+	c.keys("6")
+	s := c.waitText("colour?")
+	if n := strings.Count(s, "$ echo '::ask::"); n != 1 {
+		t.Errorf("after the restart the prompt shows %d times, want once:\n%s", n, s)
+	}
+	_ = agents
+}
+
+// sessionOf reads the session id from a fleet's log.
+func sessionOf(t *testing.T, d *daemon) string {
+	t.Helper()
+	for _, kv := range strings.Fields(d.stderr.String()) {
+		if s, ok := strings.CutPrefix(kv, "session="); ok {
+			return s
+		}
+	}
+	t.Fatalf("no session id in the fleet's log:\n%s", d.stderr)
+	return ""
+}
