@@ -8,6 +8,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/agents-fleet/fleet/protocol"
 	"github.com/agents-fleet/fleet/provider"
@@ -413,5 +414,26 @@ func TestNativeSessionBudgetHold(t *testing.T) {
 	rec.waitFor("t1 done", hub("task.updated", "t1 done"))
 	if got := p.texts(); len(got) != 2 || got[1] != budgetContinue {
 		t.Fatalf("turns %q", got)
+	}
+}
+
+// fleetState carries the budgets (an extension), so consoles can show how
+// much of it is used; without budgets it is absent.
+func TestFleetStateBudget(t *testing.T) {
+	p := &usageProvider{}
+	e, _ := newEngine(t, func(c *Config) { c.Provider = p; c.Budgets = Budgets{SessionTokens: 1000, WorkerTokens: 400} })
+	e.Prompt("test", "/spawn use 300")
+	waitUntil(t, "300 tokens used", func() bool { e.mu.Lock(); defer e.mu.Unlock(); return e.sessionTokens.total() == 300 })
+	e.mu.Lock()
+	b := e.fleetStateLocked(time.Now()).Budget
+	e.mu.Unlock()
+	if b == nil || *b != (protocol.FleetBudget{SessionTokens: 1000, SessionUsed: 300, WorkerTokens: 400}) {
+		t.Errorf("fleetState.budget = %+v", b)
+	}
+	e2, _ := newEngine(t, func(c *Config) { c.Provider = p })
+	e2.mu.Lock()
+	defer e2.mu.Unlock()
+	if b := e2.fleetStateLocked(time.Now()).Budget; b != nil {
+		t.Errorf("no budgets, but fleetState.budget = %+v", b)
 	}
 }

@@ -134,6 +134,9 @@ func (e *Engine) fleetStateLocked(now time.Time) *protocol.FleetState {
 		WorkerMax:          protocol.Int(int64(e.cfg.Workers)),
 		Loops:              e.loopSummariesLocked(),
 	}
+	if e.budget.session > 0 || e.budget.workerDefault > 0 {
+		fs.Budget = &protocol.FleetBudget{SessionTokens: e.budget.session, SessionUsed: e.sessionTokens.total(), WorkerTokens: e.budget.workerDefault}
+	}
 	for _, w := range e.workers {
 		switch w.status {
 		case workerRunning:

@@ -27,6 +27,17 @@ type FleetState struct {
 	// WorkerMax is the configured concurrency cap.
 	WorkerMax *int64             `json:"workerMax,omitempty"`
 	Loops     []FleetLoopSummary `json:"loops,omitempty"`
+	// Budget is an extension (docs/budgets.md): the token budgets, when
+	// any is set.
+	Budget *FleetBudget `json:"budget,omitempty"`
+}
+
+// FleetBudget is the session's token budgets and what the session used.
+// A limit of 0 means none.
+type FleetBudget struct {
+	SessionTokens int64 `json:"sessionTokens"`
+	SessionUsed   int64 `json:"sessionUsed"`
+	WorkerTokens  int64 `json:"workerTokens"`
 }
 
 // MessageType returns TypeFleetState.

@@ -341,6 +341,7 @@ func (p *program) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 	case tickMsg:
 		if a.drain() {
 			p.dirty = true
+			cmds = append(cmds, p.actions(a.model.Pending()))
 		}
 		if now := time.Time(msg); now.Sub(p.last) >= time.Second {
 			p.last, p.dirty = now, true // clocks on screen (uptime, staleness)

@@ -772,3 +772,25 @@ func TestRandomKeysNeverBreakTheScreen(t *testing.T) {
 		}
 	}
 }
+
+// After an accepted mutation the model asks for the root's status again, so
+// the view shows the new revision rather than the one acted on.
+func TestNativeRefreshAfterReceipt(t *testing.T) {
+	m, _ := connected(false)
+	m.Apply("f1", &protocol.NativeRootResult{ID: new("x"), Result: protocol.NativeResult{Kind: protocol.NativeKindRoots, Roots: []protocol.NativeRootInfo{{ID: "root-1", Revision: 1, Intent: "run", Phase: "running"}}}}, false)
+	if acts := m.Pending(); len(acts) != 0 {
+		t.Fatalf("nothing accepted yet, but Pending = %+v", acts)
+	}
+	m.Apply("f1", &protocol.NativeRootResult{ID: new("y"), Result: protocol.NativeResult{Kind: protocol.NativeKindReceipt, Receipt: &protocol.NativeReceipt{OperationID: "op", RootID: "root-1", Action: "pause", Revision: 2, Status: "persisted"}}}, false)
+	acts := m.Pending()
+	if len(acts) != 1 {
+		t.Fatalf("after a receipt Pending = %+v, want one status request", acts)
+	}
+	_, req := nativeReq(t, acts[0].(Send).Msg)
+	if req.Action != protocol.NativeStatus || req.RootID != "root-1" {
+		t.Errorf("refresh request %+v", req)
+	}
+	if acts := m.Pending(); len(acts) != 0 {
+		t.Errorf("the refresh was asked twice: %+v", acts)
+	}
+}

@@ -378,6 +378,22 @@ func (m *Model) fleetFor(id string) *fleet {
 // cur is the selected fleet, or nil.
 func (m *Model) cur() *fleet { return m.fleets[m.sel] }
 
+// Pending returns what the model wants sent without a key press: a fresh
+// native status after a mutation was accepted (so the view shows the new
+// revision and intent, not the one the operator acted on). The app calls
+// it after folding frames.
+func (m *Model) Pending() []Action {
+	f := m.cur()
+	if f == nil || !f.native.stale || f.native.rootID == "" || f.conn != connUp {
+		return nil
+	}
+	f.native.stale = false
+	flash := m.flash
+	acts := m.sendNative(f, protocol.NativeRequest{Action: protocol.NativeStatus, RootID: f.native.rootID}, false)
+	m.flash = flash // not the operator's doing: keep what the line said
+	return acts
+}
+
 func (m *Model) addRequest(f *fleet, r *request, replay bool) {
 	r.lines = textLines(r.text)
 	for i, q := range f.pending {
@@ -767,6 +783,9 @@ type nativeState struct {
 	calls   map[string]*nativeCall
 	order   []string    // transport ids in sending order, for the bound
 	lastMut *nativeCall // the latest mutation until its result arrives
+	// stale: a mutation was accepted, so the status shown is old; Pending
+	// asks for a fresh one.
+	stale bool
 }
 
 func newNativeState() nativeState {
@@ -839,6 +858,7 @@ func (n *nativeState) result(v *protocol.NativeRootResult) {
 		}
 	case protocol.NativeKindReceipt:
 		n.last, n.lastErr = receiptText(r.Receipt), false
+		n.stale = true
 	case protocol.NativeKindPolicyAdmission:
 		s := "policy admission: new root " + oneLine(r.RootID)
 		if r.PreviousRootID != "" {

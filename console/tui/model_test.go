@@ -578,3 +578,15 @@ func TestSetFleetsKeepsStateByID(t *testing.T) {
 		t.Errorf("a fleet gone from the registry is kept: selected %q", m.Selected())
 	}
 }
+
+// The header shows how much of the session's token budget is used.
+func TestHeaderBudget(t *testing.T) {
+	m, _ := connected(false)
+	fs := fleetState()
+	fs.Budget = &protocol.FleetBudget{SessionTokens: 10000, SessionUsed: 8500}
+	m.Apply("f1", fs, false)
+	mustContain(t, screen(m, viewWorkers, 120, 24), "budget 8.5k/10.0k (85%)")
+	fs.Budget = &protocol.FleetBudget{WorkerTokens: 500}
+	m.Apply("f1", fs, false)
+	mustContain(t, screen(m, viewWorkers, 120, 24), "budget 500/worker")
+}

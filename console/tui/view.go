@@ -279,6 +279,16 @@ func (m *Model) header2(w int) string {
 				parts = append(parts, part{"ctx " + m.gauge(*tk.ContextPercent, 10), 5})
 			}
 		}
+		if b := s.Budget; b != nil && b.SessionTokens > 0 {
+			used := float64(b.SessionUsed) / float64(b.SessionTokens) * 100
+			text := fmt.Sprintf("budget %s/%s (%.0f%%)", fmtTokens(b.SessionUsed), fmtTokens(b.SessionTokens), used)
+			if used >= 80 {
+				text = st.paint(st.warn, text)
+			}
+			parts = append(parts, part{text, 6})
+		} else if b != nil && b.WorkerTokens > 0 {
+			parts = append(parts, part{"budget " + fmtTokens(b.WorkerTokens) + "/worker", 6})
+		}
 	} else if s := f.status; s != nil && s.ActiveWorkerCount != nil && s.TotalWorkerCount != nil {
 		parts = append(parts, part{fmt.Sprintf("workers %d/%d", *s.ActiveWorkerCount, *s.TotalWorkerCount), 2})
 	}
