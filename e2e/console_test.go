@@ -29,8 +29,14 @@ const consoleWait = 60 * time.Second // generous: CI runs the race detector besi
 func startConsole(t *testing.T, e *env, w, h int, args ...string) *tmuxConsole {
 	t.Helper()
 	requireTool(t, "tmux")
-	c := &tmuxConsole{t: t, socket: filepath.Join(t.TempDir(), "tmux.sock"), name: "console"}
-	c.log = filepath.Join(t.TempDir(), "console.stderr")
+	// Not t.TempDir: the tmux server and the console may still be writing
+	// there while they exit, after kill-server returned.
+	dir, err := os.MkdirTemp("", "tmuxc")
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := &tmuxConsole{t: t, socket: filepath.Join(dir, "tmux.sock"), name: "console"}
+	c.log = filepath.Join(dir, "console.stderr")
 	var envs []string
 	for _, kv := range e.environ() {
 		if strings.HasPrefix(kv, "AGENTS_FLEET_") || strings.HasPrefix(kv, "PATH=") || strings.HasPrefix(kv, "HOME=") || strings.HasPrefix(kv, "NO_COLOR=") {
@@ -60,6 +66,12 @@ func startConsole(t *testing.T, e *env, w, h int, args ...string) *tmuxConsole {
 			}
 		}
 		exec.Command("tmux", "-S", c.socket, "kill-server").Run()
+		for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+			if _, err := os.Stat(c.socket); os.IsNotExist(err) {
+				break
+			}
+		}
+		os.RemoveAll(dir)
 	})
 	return c
 }
@@ -180,6 +192,19 @@ func TestConsoleOperatesFleetsInTmux(t *testing.T) {
 	c.keys("y")
 	c.keys("6")
 	c.waitText("into main")
+	// Apply w2's change to the work tree here, with the confirmation step.
+	c.keys("1")
+	c.waitText("  w2 ")
+	c.keys("Down")
+	c.waitScreen("w2 selected", func(s string) bool { return strings.Contains(s, "▸ w2") })
+	c.keys("a")
+	c.waitText("y/n")
+	c.keys("y")
+	c.keys("6")
+	c.waitText("console: fleet apply")
+	if b, err := os.ReadFile(filepath.Join(ae.cwd, "bye.txt")); err != nil || string(b) != "bye\n" {
+		t.Errorf("after apply the work tree's bye.txt is %q (%v)", b, err)
+	}
 	// Pause dispatch.
 	c.submit("/pause")
 	c.waitText("DISPATCH PAUSED")
@@ -224,7 +249,7 @@ func TestConsoleOperatesFleetsInTmux(t *testing.T) {
 	session := sessionOf(t, shell)
 	shell.stop()
 	c.waitText("RECONNECTING")
-	le.start("--control-socket", "--name", "shell", "--resume", session)
+	shell2 := le.start("--control-socket", "--name", "shell", "--resume", session)
 	c.waitScreen("re-attached", func(s string) bool {
 		return strings.Contains(s, "fleet shell") && !strings.Contains(s, "RECONNECTING")
 	})
@@ -233,7 +258,10 @@ func TestConsoleOperatesFleetsInTmux(t *testing.T) {
 	if n := strings.Count(s, "$ echo '::ask::"); n != 1 {
 		t.Errorf("after the restart the prompt shows %d times, want once:\n%s", n, s)
 	}
-	_ = agents
+	// Stopped cleanly, so the agent CLIs end with them before the test's
+	// folders are removed.
+	shell2.stop()
+	agents.stop()
 }
 
 // sessionOf reads the session id from a fleet's log.

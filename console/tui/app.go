@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
+	"os/exec"
 	"strings"
 	"sync"
 	"time"
@@ -44,6 +46,8 @@ const (
 	redialMin    = 250 * time.Millisecond
 	redialMax    = 10 * time.Second
 	dialDeadline = 15 * time.Second
+	runTimeout   = 2 * time.Minute
+	maxRunOutput = 64 << 10
 )
 
 // Run runs the console until the operator quits or ctx ends.
@@ -90,6 +94,7 @@ func Run(ctx context.Context, cfg Config) error {
 	_, err = tea.NewProgram(&program{a: a}, opts...).Run()
 	cancel()
 	wg.Wait()
+	a.runs.Wait()
 	if errors.Is(err, tea.ErrProgramKilled) && ctx.Err() != nil {
 		return nil
 	}
@@ -111,6 +116,7 @@ type app struct {
 	dropped int
 	wake    chan struct{}
 	conn    *client.Conn
+	runs    sync.WaitGroup // commands run for RunFleet
 }
 
 type buffered struct {
@@ -301,6 +307,30 @@ func (a *app) attach(ctx context.Context, d registry.Descriptor) error {
 	}
 }
 
+// run runs `fleet ARGS` in act.Dir off the Bubble Tea loop and notes its
+// output in the conversation.
+func (a *app) run(act RunFleet) {
+	a.event(func(m *Model) { m.Note(act.Fleet, "running: fleet "+strings.Join(act.Args, " ")) })
+	a.runs.Add(1)
+	go func() {
+		defer a.runs.Done()
+		self, err := os.Executable()
+		var out []byte
+		if err == nil {
+			ctx, cancel := context.WithTimeout(a.ctx, runTimeout)
+			cmd := exec.CommandContext(ctx, self, act.Args...)
+			cmd.Dir = act.Dir
+			out, err = cmd.CombinedOutput()
+			cancel()
+		}
+		text := strings.TrimSpace(string(out[:min(len(out), maxRunOutput)]))
+		if err != nil {
+			text = strings.TrimSpace(text + "\n" + err.Error())
+		}
+		a.event(func(m *Model) { m.Note(act.Fleet, "fleet "+strings.Join(act.Args, " ")+": "+text) })
+	}()
+}
+
 // drain folds what the connector buffered into the model; it reports
 // whether anything changed.
 func (a *app) drain() bool {
@@ -379,6 +409,8 @@ func (p *program) actions(acts []Action) tea.Cmd {
 		case SwitchFleet:
 			p.a.model.Select(act.ID)
 			p.a.switchTo(act.ID)
+		case RunFleet:
+			p.a.run(act)
 		case Quit:
 			cmd = tea.Quit
 		}

@@ -397,6 +397,19 @@ func (m *Model) workersKey(name, text string) ([]Action, bool) {
 	case "t":
 		m.focusPrompt("/tell " + ref + " ")
 		return nil, true
+	case "a":
+		// Apply is the one landing step that works on the operator's own
+		// work tree, not the fleet's: it runs `fleet apply` here.
+		f := m.cur()
+		if f == nil || f.welcome == nil || f.welcome.SessionID == "" || f.welcome.Cwd == "" {
+			m.flash = "apply needs the fleet's session and folder (not known yet)"
+			return nil, true
+		}
+		sid, dir, id := f.welcome.SessionID, f.welcome.Cwd, w.id
+		m.askYesNo("apply "+oneLine(ref)+"'s change to the work tree in "+oneLine(dir)+"? y/n", func() []Action {
+			return []Action{RunFleet{Fleet: f.ref.ID, Dir: dir, Args: []string{"apply", sid + "/" + id}}}
+		})
+		return nil, true
 	}
 	return nil, false
 }

@@ -687,7 +687,7 @@ func TestHelpListsEveryKey(t *testing.T) {
 	m.Resize(200, 60)
 	press(m, "?")
 	s := m.View()
-	for _, k := range []string{"1-8 tab", " r ", ": i /", "F ] [", "q ctrl+c", "↑ ↓ enter", "d t", "m p x",
+	for _, k := range []string{"1-8 tab", " r ", ": i /", "F ] [", "q ctrl+c", "↑ ↓ enter", "d t", "m a p x",
 		"f end home", "/ n N", "/ k", "y n", "1-9", "←→ enter", " i ", "r ↑ ↓", "p u s", " R ", "↑ ↓ tab", "ctrl+u", "ctrl+c"} {
 		if !strings.Contains(s, k) {
 			t.Errorf("help lacks %q", k)
@@ -792,5 +792,32 @@ func TestNativeRefreshAfterReceipt(t *testing.T) {
 	}
 	if acts := m.Pending(); len(acts) != 0 {
 		t.Errorf("the refresh was asked twice: %+v", acts)
+	}
+}
+
+// a applies the selected worker's change to the operator's work tree, by
+// running fleet apply in the fleet's folder, after a y.
+func TestApplyRunsFleetApply(t *testing.T) {
+	m, _ := connected(false)
+	m.Apply("f1", fleetState(), false)
+	m.Key(Key{Text: "1"})
+	if acts := m.Key(Key{Text: "a"}); len(acts) != 0 {
+		t.Fatalf("a ran before the confirmation: %+v", acts)
+	}
+	acts := m.Key(Key{Text: "y"})
+	if len(acts) != 1 {
+		t.Fatalf("after y: %+v", acts)
+	}
+	run, ok := acts[0].(RunFleet)
+	w := welcome()
+	if !ok || run.Dir != w.Cwd || len(run.Args) != 2 || run.Args[0] != "apply" || !strings.HasPrefix(run.Args[1], w.SessionID+"/") {
+		t.Errorf("a y → %+v, want fleet apply SESSION/WORKER in %s", acts[0], w.Cwd)
+	}
+	m.Note("f1", "fleet apply: applied 1 file")
+	mustContain(t, screen(m, viewConversation, 100, 24), "console: fleet apply: applied 1 file")
+	// n cancels.
+	m.Key(Key{Text: "a"})
+	if acts := m.Key(Key{Text: "n"}); len(acts) != 0 {
+		t.Errorf("n still ran: %+v", acts)
 	}
 }

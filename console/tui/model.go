@@ -80,6 +80,25 @@ type SwitchFleet struct{ ID string }
 // Quit asks the app to exit.
 type Quit struct{}
 
+// RunFleet asks the app to run this binary with Args in Dir (fleet apply,
+// which changes the operator's work tree, so it is not a prompt to the
+// fleet) and to report its output with Note.
+type RunFleet struct {
+	Fleet string
+	Dir   string
+	Args  []string
+}
+
+func (RunFleet) isAction() {}
+
+// Note adds a line of the console's own to fleet id's conversation (the
+// output of a command it ran), labelled "console".
+func (m *Model) Note(id, text string) {
+	if f := m.fleets[id]; f != nil {
+		f.addConv(convEntry{who: "console", role: protocol.RoleSystem, text: text})
+	}
+}
+
 func (Send) isAction()        {}
 func (SwitchFleet) isAction() {}
 func (Quit) isAction()        {}

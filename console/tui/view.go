@@ -414,9 +414,9 @@ func (m *Model) hint() string {
 	switch m.view {
 	case viewWorkers:
 		if m.detail {
-			return "↑↓ pgup pgdn scroll · f follow · / search · n N next/prev · d diff · m merge · p PR · x cancel · t tell · esc back"
+			return "↑↓ pgup pgdn scroll · f follow · / search · n N next/prev · d diff · m merge · a apply · p PR · x cancel · t tell · esc back"
 		}
-		return "↑↓ select · enter transcript · d diff · m merge · p PR · x cancel · t tell · ? help"
+		return "↑↓ select · enter transcript · d diff · m merge · a apply · p PR · x cancel · t tell · ? help"
 	case viewFeed:
 		return "/ filter · k kind (" + feedKindNames[m.feedKind] + ") · ↑↓ pgup pgdn scroll · end newest"
 	case viewRequests:
@@ -1545,7 +1545,7 @@ var helpEntries = [][2]string{
 	{"", "Workers"},
 	{"↑ ↓ enter", "select, open transcript"},
 	{"d t", "diff, /tell the worker"},
-	{"m p x", "merge, PR, cancel (y/n)"},
+	{"m a p x", "merge, apply, PR, cancel"},
 	{"", "Transcript"},
 	{"↑↓ pgup/dn", "scroll (stops following)"},
 	{"f end home", "follow; home: oldest"},
