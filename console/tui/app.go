@@ -47,6 +47,7 @@ const (
 	redialMax    = 10 * time.Second
 	dialDeadline = 15 * time.Second
 	runTimeout   = 2 * time.Minute
+	sendQueue    = 64
 	maxRunOutput = 64 << 10
 )
 
@@ -116,7 +117,8 @@ type app struct {
 	dropped int
 	wake    chan struct{}
 	conn    *client.Conn
-	runs    sync.WaitGroup // commands run for RunFleet
+	out     chan protocol.Message // to the writer of conn
+	runs    sync.WaitGroup        // commands run for RunFleet
 }
 
 type buffered struct {
@@ -178,17 +180,36 @@ func (a *app) switchTo(id string) {
 
 func (a *app) send(id string, m protocol.Message) {
 	a.mu.Lock()
-	c, want := a.conn, a.want
+	out, want := a.out, a.want
 	a.mu.Unlock()
-	if c == nil || want != id {
+	if out == nil || want != id {
 		a.event(func(mo *Model) { mo.Apply(id, &protocol.Error{Message: "not connected: nothing was sent"}, false) })
 		return
 	}
-	go func() {
-		if err := c.Send(m); err != nil {
-			a.event(func(mo *Model) { mo.Apply(id, &protocol.Error{Message: "send failed: " + err.Error()}, false) })
+	select {
+	case out <- m:
+	default:
+		a.event(func(mo *Model) {
+			mo.Apply(id, &protocol.Error{Message: "the fleet is not reading: nothing was sent"}, false)
+		})
+	}
+}
+
+// writer sends what the operator asked for on c until done; it owns the
+// writes, so a fleet slow to read never stalls the screen.
+func (a *app) writer(id string, c *client.Conn, out <-chan protocol.Message, done <-chan struct{}) {
+	for {
+		select {
+		case <-done:
+			return
+		case m := <-out:
+			if err := c.Send(m); err != nil {
+				a.event(func(mo *Model) { mo.Apply(id, &protocol.Error{Message: "send failed: " + err.Error()}, false) })
+				c.Close()
+				return
+			}
 		}
-	}()
+	}
 }
 
 // connector keeps the wanted fleet attached: it dials, reads until the
@@ -279,8 +300,13 @@ func (a *app) attach(ctx context.Context, d registry.Descriptor) error {
 		c.Close()
 		return nil
 	}
-	a.conn = c
+	out, done := make(chan protocol.Message, sendQueue), make(chan struct{})
+	a.conn, a.out = c, out
 	a.mu.Unlock()
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() { defer wg.Done(); a.writer(d.ID, c, out, done) }()
+	defer func() { close(done); wg.Wait() }()
 	stop := context.AfterFunc(ctx, func() { c.Close() })
 	defer stop()
 	w := c.Welcome()
@@ -294,7 +320,7 @@ func (a *app) attach(ctx context.Context, d registry.Descriptor) error {
 		if err != nil {
 			a.mu.Lock()
 			if a.conn == c {
-				a.conn = nil
+				a.conn, a.out = nil, nil
 			}
 			a.mu.Unlock()
 			c.Close()
