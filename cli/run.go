@@ -105,17 +105,11 @@ func runFleet(cmd *cobra.Command, o runOptions, prompt string) error {
 	if o.requestTTL <= 0 {
 		return fmt.Errorf("--request-ttl %s: must be positive", o.requestTTL)
 	}
-	if o.cpuProfile != "" {
-		pf, err := os.Create(o.cpuProfile)
-		if err != nil {
-			return fmt.Errorf("--cpuprofile: %w", err)
-		}
-		defer pf.Close()
-		if err := pprof.StartCPUProfile(pf); err != nil {
-			return fmt.Errorf("--cpuprofile: %w", err)
-		}
-		defer pprof.StopCPUProfile()
+	stopProfile, err := startCPUProfile(o.cpuProfile)
+	if err != nil {
+		return err
 	}
+	defer stopProfile()
 	if o.memProfile != "" {
 		mf, err := os.Create(o.memProfile)
 		if err != nil {
