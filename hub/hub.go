@@ -185,10 +185,11 @@ type hub struct {
 	trust *trustStore
 	start time.Time
 	snap  atomic.Pointer[Status]
-	// callbacks answers callback queries off the main loop, bounded.
-	callbacks chan struct{}
-	aux       sync.WaitGroup
-	ctx       context.Context // set before the goroutines start; read-only after
+	// inflight bounds the Telegram calls made off the main loop (callback
+	// answers, topic creation).
+	inflight chan struct{}
+	aux      sync.WaitGroup
+	ctx      context.Context // set before the goroutines start; read-only after
 
 	fleets   map[string]*fleet // by descriptor id
 	gen      int
@@ -198,7 +199,6 @@ type hub struct {
 	refused  map[string]string // descriptor path → the reason posted
 	deaf     bool
 	conflict bool
-	lastUpd  time.Time
 }
 
 type chatState struct {
@@ -214,13 +214,13 @@ type chatState struct {
 func newHub(cfg Config, bot botAPI, trust *trustStore) *hub {
 	h := &hub{
 		cfg: cfg, log: cfg.Logger, bot: bot, trust: trust, start: time.Now(),
-		ev:        make(chan any, 4096),
-		callbacks: make(chan struct{}, 16),
-		fleets:    map[string]*fleet{},
-		buttons:   newButtonSet(),
-		posts:     newPostIndex(),
-		chats:     map[int64]*chatState{},
-		refused:   map[string]string{},
+		ev:       make(chan any, 4096),
+		inflight: make(chan struct{}, 16),
+		fleets:   map[string]*fleet{},
+		buttons:  newButtonSet(),
+		posts:    newPostIndex(),
+		chats:    map[int64]*chatState{},
+		refused:  map[string]string{},
 	}
 	h.out = newOutbox(bot, cfg.Logger, func(n sentNote) { h.emit(h.ctxOrBackground(), n) })
 	for _, c := range cfg.AllowedChats {
@@ -312,7 +312,6 @@ func (h *hub) handle(e any) {
 	case scan:
 		h.onScan(e)
 	case telegram.Update:
-		h.lastUpd = time.Now()
 		if e.Message != nil {
 			h.onMessage(e.Message)
 		}
@@ -388,7 +387,7 @@ func (h *hub) shutdown() {
 // async runs f off the main loop, bounded; it reports through h.ev.
 func (h *hub) async(f func(ctx context.Context)) {
 	select {
-	case h.callbacks <- struct{}{}:
+	case h.inflight <- struct{}{}:
 	default:
 		h.log.Warn("too many Telegram calls in flight; one skipped")
 		return
@@ -396,7 +395,7 @@ func (h *hub) async(f func(ctx context.Context)) {
 	h.aux.Add(1)
 	go func() {
 		defer h.aux.Done()
-		defer func() { <-h.callbacks }()
+		defer func() { <-h.inflight }()
 		ctx, cancel := context.WithTimeout(h.ctxOrBackground(), 20*time.Second)
 		defer cancel()
 		f(ctx)

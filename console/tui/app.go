@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -82,6 +83,8 @@ func Run(ctx context.Context, cfg Config) error {
 	var wg sync.WaitGroup
 	wg.Add(1)
 	go func() { defer wg.Done(); a.connector(ctx) }()
+	wg.Add(1)
+	go func() { defer wg.Done(); a.scanner(ctx) }()
 	opts := []tea.ProgramOption{tea.WithContext(ctx), tea.WithFPS(30)}
 	if cfg.In != nil {
 		opts = append(opts, tea.WithInput(cfg.In))
@@ -111,7 +114,8 @@ type app struct {
 	model *Model
 
 	mu      sync.Mutex
-	want    string // the fleet the operator wants attached
+	want    string     // the fleet the operator wants attached
+	refs    []FleetRef // the live fleets last handed to the model
 	frames  []buffered
 	events  []func(*Model) // connection changes, in order
 	dropped int
@@ -127,12 +131,36 @@ type buffered struct {
 	replay bool
 }
 
+// setFleets hands the model the live fleets, when they changed.
 func (a *app) setFleets(entries []registry.Entry) {
 	refs := make([]FleetRef, 0, len(entries))
 	for _, e := range entries {
 		refs = append(refs, FleetRef{ID: e.ID, Name: e.Name, Cwd: e.Cwd})
 	}
-	a.event(func(m *Model) { m.SetFleets(refs) })
+	a.mu.Lock()
+	same := slices.Equal(refs, a.refs)
+	a.refs = refs
+	a.mu.Unlock()
+	if !same {
+		a.event(func(m *Model) { m.SetFleets(refs) })
+	}
+}
+
+// scanner keeps the picker's list current while a fleet is attached (the
+// connector only lists the registry between connections).
+func (a *app) scanner(ctx context.Context) {
+	t := time.NewTicker(scanEvery)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			if entries, err := registry.Live(a.cfg.RegistryDir); err == nil {
+				a.setFleets(entries)
+			}
+		}
+	}
 }
 
 func (a *app) event(f func(*Model)) {
