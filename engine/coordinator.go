@@ -316,7 +316,7 @@ func (e *Engine) tellLocked(from, id, text string) error {
 		if len(w.followUps) >= maxFollowUps {
 			return fmt.Errorf("%s already has %d follow-ups waiting", id, len(w.followUps))
 		}
-		w.followUps = append(w.followUps, text)
+		w.followUps = append(w.followUps, followUp{from: from, text: text})
 		return nil
 	}
 	t := e.addTaskLocked(text)
@@ -386,9 +386,9 @@ func (e *Engine) nextFollowUp(w *worker) (string, bool) {
 	if len(w.followUps) == 0 || e.closing {
 		return "", false
 	}
-	text := w.followUps[0]
+	f := w.followUps[0]
 	w.followUps = w.followUps[1:]
-	return text, true
+	return f.text, true
 }
 
 // reportLocked tells the coordinator's feed how a worker's turn ended

@@ -5,9 +5,11 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/agents-fleet/fleet/history"
 	"github.com/agents-fleet/fleet/protocol"
@@ -355,6 +357,71 @@ func TestPermissionAskTakesAConfirm(t *testing.T) {
 		res := rec.waitFor("resolved", func(m protocol.Message) bool { _, ok := m.(*protocol.ConfirmResolved); return ok }).(*protocol.ConfirmResolved)
 		if res.Approved != approve {
 			t.Fatalf("confirm %v: resolved %+v", approve, res)
+		}
+	}
+}
+
+// gatedWorkspaces holds the first turn's file-change collection until
+// release is closed, and says on collecting when it has begun: the window
+// after an agent's last turn, while its work is committed, in which the
+// worker still shows as running.
+type gatedWorkspaces struct {
+	fakeWorkspaces
+	collecting chan struct{}
+	release    chan struct{}
+	once       sync.Once
+}
+
+func (g *gatedWorkspaces) Prepare(ctx context.Context, worker string) (Workspace, error) {
+	ws, err := g.fakeWorkspaces.Prepare(ctx, worker)
+	if err != nil {
+		return ws, err
+	}
+	track := ws.Track
+	ws.Track = func(ctx context.Context) (func(context.Context) ([]FileChange, error), error) {
+		done, err := track(ctx)
+		return func(ctx context.Context) ([]FileChange, error) {
+			g.once.Do(func() { close(g.collecting); <-g.release })
+			return done(ctx)
+		}, err
+	}
+	return ws, nil
+}
+
+// A /tell that arrives after the agent's last turn ended, while its work is
+// still being collected, is not lost: the worker is resumed with it once it
+// settles. A cancelled worker's late follow-ups are dropped, visibly.
+func TestTellWhileTheWorkerIsEnding(t *testing.T) {
+	for _, cancel := range []bool{false, true} {
+		p := &usageProvider{}
+		ws := &gatedWorkspaces{fakeWorkspaces: fakeWorkspaces{root: t.TempDir()}, collecting: make(chan struct{}), release: make(chan struct{})}
+		e, rec := newEngine(t, func(c *Config) { c.Provider = p; c.Workspaces = ws })
+		e.Prompt("test", "/spawn use 5")
+		select {
+		case <-ws.collecting:
+		case <-time.After(time.Minute):
+			t.Fatal("the first turn never ended")
+		}
+		e.Prompt("test", "/tell w1 use 7")
+		rec.waitFor("told", isReply("Sent to w1."))
+		if cancel {
+			e.Prompt("test", "/cancel w1")
+			rec.waitFor("cancelling", reply("Cancelling t1 (worker w1)"))
+		}
+		close(ws.release)
+		rec.waitFor("t1 settles", hub("task.updated", "t1"))
+		if cancel {
+			rec.waitFor("the dropped follow-up is shown", transcript("Dropped 1 follow-up(s) told while w1 was ending; /tell it again."))
+			waitUntil(t, "w1 settled", func() bool { return e.workerStatus("w1") != workerRunning })
+			if got := p.texts(); len(got) != 1 {
+				t.Fatalf("turns after a cancel: %q", got)
+			}
+			continue
+		}
+		rec.waitFor("w1 resumed with the follow-up", hub("resumed", "t2: use 7"))
+		rec.waitFor("t2 done", hub("task.updated", "t2 done"))
+		if got := p.texts(); !slices.Equal(got, []string{"use 5", "use 7"}) {
+			t.Fatalf("turns %q; want the task, then the follow-up", got)
 		}
 	}
 }

@@ -77,8 +77,8 @@ type worker struct {
 	provider, model, agentSession string
 	tokens                        tokens
 	toolCounts                    []toolCount
-	followUps                     []string // /tell turns waiting for the current one
-	host                          *host    // the live session's host; nil once settled
+	followUps                     []followUp // /tell turns waiting for the current one
+	host                          *host      // the live session's host; nil once settled
 	recent                        recentLines
 	approvals                     int  // native approvals asked for its tool requests (ids <task>.p<N>)
 	cleaning                      bool // /clean is removing its worktree
@@ -209,7 +209,32 @@ func (e *Engine) settle(w *worker, t *task, res provider.TurnEnded) {
 		e.settleNative(Settlement{TaskID: t.id, WorkerID: w.id, WorktreePath: w.worktreePath,
 			ExitCode: res.ExitCode, Failed: res.Err != nil, At: w.endedAt})
 	}
+	e.runFollowUpsLocked(w, t)
 	e.dispatchLocked()
+}
+
+// followUp is a /tell turn waiting for a busy worker, and who told it.
+type followUp struct{ from, text string }
+
+// runFollowUpsLocked starts the /tell turns told to w after its session
+// took its last one (while its work was being committed): the first
+// resumes the settled worker as a new task and the rest follow it in that
+// session, so none is lost. A cancelled worker's are dropped, and its
+// transcript says so.
+func (e *Engine) runFollowUpsLocked(w *worker, t *task) {
+	if len(w.followUps) == 0 {
+		return
+	}
+	if t.cancelled || e.closing {
+		e.systemLineLocked(w.id, fmt.Sprintf("Dropped %d follow-up(s) told while %s was ending; /tell it again.", len(w.followUps), w.id))
+		w.followUps = nil
+		return
+	}
+	f := w.followUps[0]
+	w.followUps = w.followUps[1:]
+	nt := e.addTaskLocked(f.text)
+	nt.provider, nt.model, nt.from = w.provider, w.model, f.from
+	e.resumeWorkerLocked(w, nt)
 }
 
 // cancelLocked cancels a task or a worker by id. A pending task fails at
