@@ -284,6 +284,14 @@ func (s *Server) ServeConn(conn net.Conn, surface Surface) {
 	s.mu.Lock()
 	s.checkBackend()
 	s.serving = true
+	if s.closing {
+		// Accepted just as Shutdown began: Shutdown may already be waiting
+		// for the server's goroutines, so none may be added now.
+		s.mu.Unlock()
+		conn.Close()
+		return
+	}
+	s.wg.Add(1)
 	s.mu.Unlock()
 	if uc, ok := conn.(*net.UnixConn); ok && s.cfg.SendBufferBytes > 0 {
 		if err := uc.SetWriteBuffer(s.cfg.SendBufferBytes); err != nil {
@@ -291,7 +299,6 @@ func (s *Server) ServeConn(conn net.Conn, surface Surface) {
 		}
 	}
 	c := newClient(s, conn, s.nextID.Add(1), surface)
-	s.wg.Add(1)
 	go func() {
 		defer s.wg.Done()
 		c.serve()

@@ -3,8 +3,10 @@ package controlsock
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"io"
+	"net"
 	"os"
 	"slices"
 	"strings"
@@ -472,6 +474,22 @@ func TestShutdownFlushesQueuedFrames(t *testing.T) {
 		t.Fatal(r.Reason)
 	}
 	c.expectClosed()
+}
+
+// A connection accepted just as Shutdown begins is closed, not served:
+// Shutdown may already be waiting for the server's goroutines.
+func TestServeConnAfterShutdownClosesIt(t *testing.T) {
+	h := newHarness(t, nil)
+	if err := h.srv.Shutdown(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	ours, theirs := net.Pipe()
+	defer ours.Close()
+	h.srv.ServeConn(theirs, SurfaceSocket)
+	ours.SetReadDeadline(time.Now().Add(30 * time.Second))
+	if _, err := ours.Read(make([]byte, 1)); !errors.Is(err, io.EOF) {
+		t.Fatalf("read from a connection served after Shutdown: %v, want EOF", err)
+	}
 }
 
 func TestSeededHistoryIsHydrated(t *testing.T) {
