@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 	"unicode"
+	"unicode/utf8"
 
 	"github.com/agents-fleet/fleet/protocol"
 )
@@ -474,10 +475,12 @@ func formatMs(ms int64) string {
 func Sanitize(s string) string { return clean(s) }
 
 // clean makes fleet-supplied text safe to print: control characters
-// (terminal escape sequences included), line separators and bidi controls
-// become U+FFFD, except tab, which becomes a space. Newlines are not expected here; splitLines handles them.
+// (terminal escape sequences included), line separators, bidi controls and
+// invalid UTF-8 (a lone 0x9b byte is a CSI to some terminals) become
+// U+FFFD, except tab, which becomes a space. Newlines are not expected
+// here; splitLines handles them.
 func clean(s string) string {
-	if strings.IndexFunc(s, needsCleaning) < 0 {
+	if strings.IndexFunc(s, needsCleaning) < 0 && utf8.ValidString(s) {
 		return s
 	}
 	return strings.Map(func(r rune) rune {

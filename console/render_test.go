@@ -28,6 +28,8 @@ func TestRender(t *testing.T) {
 			[]string{"[coordinator] a", "[coordinator] b"}},
 		{"transcript escapes neutralised", &protocol.Transcript{Agent: "w1", Text: "\x1b[2Jgone\tx"}, false,
 			[]string{"[w1] \uFFFD[2Jgone x"}},
+		{"invalid UTF-8 neutralised", &protocol.Transcript{Agent: "w1", Text: "a\x9b2Jb\xffc"}, false,
+			[]string{"[w1] a\uFFFD2Jb\uFFFDc"}},
 		{"tool start", &protocol.ToolCall{Agent: "a1", AgentName: "w1", Tool: "shell", Phase: protocol.PhaseStart, Detail: "make test"}, false,
 			[]string{"▶ w1 shell: make test"}},
 		{"tool ok", &protocol.ToolCall{Agent: "w1", Tool: "shell", Phase: protocol.PhaseComplete, DurationMs: protocol.Int(1200)}, false,

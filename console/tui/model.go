@@ -1072,15 +1072,6 @@ func oneLine(s string) string {
 	if strings.ContainsAny(s, "\r\n\t") {
 		s = strings.NewReplacer("\r\n", " ", "\n", " ", "\r", " ", "\t", " ").Replace(s)
 	}
-	return sanitize(s)
-}
-
-// sanitize is console.Sanitize after invalid UTF-8 became U+FFFD: a lone
-// 0x9b byte is a CSI to some terminals, and Sanitize passes it through.
-func sanitize(s string) string {
-	if !utf8.ValidString(s) {
-		s = strings.ToValidUTF8(s, "\uFFFD")
-	}
 	return console.Sanitize(s)
 }
 
@@ -1090,7 +1081,7 @@ func textLines(s string) []string {
 	s = strings.TrimRight(s, "\r\n")
 	parts := strings.Split(s, "\n")
 	for i, p := range parts {
-		parts[i] = sanitize(strings.TrimSuffix(p, "\r"))
+		parts[i] = console.Sanitize(strings.TrimSuffix(p, "\r"))
 	}
 	return parts
 }
@@ -1099,7 +1090,7 @@ func textLines(s string) []string {
 func firstLine(s string) string {
 	s = strings.TrimSpace(s)
 	line, rest, more := strings.Cut(s, "\n")
-	line = sanitize(strings.TrimSpace(line))
+	line = console.Sanitize(strings.TrimSpace(line))
 	if more && strings.TrimSpace(rest) != "" {
 		line += " …"
 	}
@@ -1111,7 +1102,7 @@ func firstLine(s string) string {
 func lastLine(s string) string {
 	s = strings.TrimSpace(s)
 	i := strings.LastIndexByte(s, '\n')
-	line := sanitize(strings.TrimSpace(s[i+1:]))
+	line := console.Sanitize(strings.TrimSpace(s[i+1:]))
 	if i >= 0 {
 		line = "… " + line
 	}

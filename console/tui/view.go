@@ -12,6 +12,7 @@ import (
 	"charm.land/lipgloss/v2"
 	"github.com/charmbracelet/x/ansi"
 
+	"github.com/agents-fleet/fleet/console"
 	"github.com/agents-fleet/fleet/protocol"
 )
 
@@ -455,7 +456,7 @@ func (m *Model) promptLine(w int) string {
 		return m.editorLine(st.paint(st.bold, "answer "+clipRunes(oneLine(m.answerFor), 16)+": "), &m.line, w)
 	}
 	if m.prompt.len() > 0 {
-		return st.paint(st.dim, "› "+sanitize(m.prompt.String()))
+		return st.paint(st.dim, "› "+console.Sanitize(m.prompt.String()))
 	}
 	return st.paint(st.dim, "› press : to type a prompt, ? for help")
 }
@@ -464,7 +465,7 @@ func (m *Model) promptLine(w int) string {
 // cursor in view.
 func (m *Model) editorLine(label string, ed *lineEditor, w int) string {
 	avail := max(w-ansi.StringWidth(label)-1, 1)
-	r := []rune(sanitize(ed.String()))
+	r := []rune(console.Sanitize(ed.String()))
 	cur := min(ed.cur, len(r))
 	start := 0
 	for start < cur && ansi.StringWidth(string(r[start:cur])) > avail {
