@@ -32,9 +32,9 @@ fleet picker. See docs/console.md.`,
 			if err != nil {
 				return err
 			}
-			mode, err := tui.ParseNotify(notify)
+			mode, err := consoleNotify(home, cmd.Flags().Changed("notify"), notify)
 			if err != nil {
-				return fmt.Errorf("--notify: %w", err)
+				return err
 			}
 			cfg := tui.Config{
 				RegistryDir: config.RegistryDir(home),
@@ -51,6 +51,32 @@ fleet picker. See docs/console.md.`,
 		},
 	}
 	cmd.Flags().BoolVar(&noColor, "no-color", false, "no colours (also when NO_COLOR is set)")
-	cmd.Flags().StringVar(&notify, "notify", "bell,osc9", "how a waiting request is signalled when you are not looking: bell, osc9, osc777, any of them comma-separated, or off")
+	cmd.Flags().StringVar(&notify, "notify", defaultNotify, "how a waiting request is signalled when you are not looking: bell, osc9, osc777, any of them comma-separated, or off; default console.notify in config.json, else "+defaultNotify)
 	return cmd
+}
+
+const defaultNotify = "bell,osc9"
+
+// consoleNotify is the --notify flag when given, else config.json's
+// console.notify, else the default; a bad value names where it came from.
+func consoleNotify(home string, flagSet bool, flag string) (tui.NotifyMode, error) {
+	if flagSet {
+		mode, err := tui.ParseNotify(flag)
+		if err != nil {
+			return 0, fmt.Errorf("--notify: %w", err)
+		}
+		return mode, nil
+	}
+	file, err := config.Load(home)
+	if err != nil {
+		return 0, err
+	}
+	if file.Console.Notify == "" {
+		return tui.ParseNotify(defaultNotify)
+	}
+	mode, err := tui.ParseNotify(file.Console.Notify)
+	if err != nil {
+		return 0, fmt.Errorf("%s: field \"console.notify\": %w", config.Path(home), err)
+	}
+	return mode, nil
 }

@@ -105,6 +105,16 @@ type File struct {
 	// Prices are what models cost, by model name, for the cost /budget
 	// shows; there is no built-in price list.
 	Prices map[string]Price `json:"prices,omitempty"`
+	// Console configures fleet console (docs/console.md).
+	Console Console `json:"console,omitzero"`
+}
+
+// Console is the "console" object of config.json.
+type Console struct {
+	// Notify is how a waiting request is signalled when the operator is
+	// not looking (bell, osc9, osc777, comma-separated, or off); the
+	// --notify flag wins. fleet console checks the value.
+	Notify string `json:"notify,omitempty"`
 }
 
 // Intel is the "intel" object of config.json.
