@@ -76,7 +76,8 @@ func RegistryDir(home string) string {
 func Path(home string) string { return filepath.Join(home, FileName) }
 
 // File is the parsed <fleetHome>/config.json. Every field is optional; pointer fields are nil when absent.
-// Unknown keys are ignored so that an older binary reads a newer file.
+// An unknown key is an error naming the closest known key (a misspelt key
+// would otherwise silently change nothing).
 type File struct {
 	ControlSocket *bool        `json:"controlSocket,omitempty"`
 	TelegramHub   *TelegramHub `json:"telegramHub,omitempty"`
@@ -266,10 +267,22 @@ type TelegramHub struct {
 // HubVerbosities are the values telegramHub.verbosity takes.
 var HubVerbosities = []string{"quiet", "normal", "verbose"}
 
+// FileError is a config file that cannot be used as written: bad JSON, a
+// wrong type, an unknown key, a value out of range, a file too large or
+// not a regular file. Commands refuse to start on it (a usage error).
+type FileError struct {
+	Path string
+	Err  error
+}
+
+func (e *FileError) Error() string { return e.Path + ": " + e.Err.Error() }
+func (e *FileError) Unwrap() error { return e.Err }
+
 // Load reads <home>/config.json. A missing file is not an error (zero File).
-// A malformed file is an error naming the file and the problem: a JSON syntax
-// error with its line and column, a wrong type with the field path, an out of
-// range value. Files over MaxFileSize are refused. Unknown keys are ignored.
+// A malformed file is a *FileError naming the file and the problem: a JSON
+// syntax error with its line and column, a wrong type with the field path,
+// an unknown key with the closest known one, an out of range value. Files
+// over MaxFileSize are refused.
 func Load(home string) (File, error) {
 	path := Path(home)
 	fi, err := os.Stat(path)
@@ -281,10 +294,10 @@ func Load(home string) (File, error) {
 	}
 	// Refuse FIFOs and devices before opening: a FIFO would block the open.
 	if !fi.Mode().IsRegular() {
-		return File{}, fmt.Errorf("%s: not a regular file", path)
+		return File{}, &FileError{path, errors.New("not a regular file")}
 	}
 	if fi.Size() > MaxFileSize {
-		return File{}, fmt.Errorf("%s: file is %d bytes; the limit is %d bytes (1 MiB)", path, fi.Size(), MaxFileSize)
+		return File{}, &FileError{path, fmt.Errorf("file is %d bytes; the limit is %d bytes (1 MiB)", fi.Size(), MaxFileSize)}
 	}
 	fh, err := os.Open(path)
 	if err != nil {
@@ -296,7 +309,7 @@ func Load(home string) (File, error) {
 		return File{}, fmt.Errorf("read config %s: %w", path, err)
 	}
 	if len(data) > MaxFileSize { // grew after the Stat
-		return File{}, fmt.Errorf("%s: file is over the limit of %d bytes (1 MiB)", path, MaxFileSize)
+		return File{}, &FileError{path, fmt.Errorf("file is over the limit of %d bytes (1 MiB)", MaxFileSize)}
 	}
 	return parse(path, data)
 }
@@ -305,14 +318,17 @@ func Load(home string) (File, error) {
 func parse(path string, data []byte) (File, error) {
 	data = bytes.TrimPrefix(data, []byte("\xef\xbb\xbf")) // editors on Windows add a BOM
 	if len(bytes.TrimSpace(data)) == 0 {
-		return File{}, fmt.Errorf("%s: file is empty; write {} for an empty configuration", path)
+		return File{}, &FileError{path, errors.New("file is empty; write {} for an empty configuration")}
 	}
 	var f File
 	if err := json.Unmarshal(data, &f); err != nil {
-		return File{}, fmt.Errorf("%s: %s", path, describeJSONError(data, err))
+		return File{}, &FileError{path, errors.New(describeJSONError(data, err))}
+	}
+	if err := unknownKeys(data); err != nil {
+		return File{}, &FileError{path, err}
 	}
 	if err := f.validate(); err != nil {
-		return File{}, fmt.Errorf("%s: %w", path, err)
+		return File{}, &FileError{path, err}
 	}
 	return f, nil
 }

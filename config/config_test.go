@@ -1,6 +1,7 @@
 package config
 
 import (
+	"errors"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -68,10 +69,9 @@ func TestLoadValid(t *testing.T) {
 	home := t.TempDir()
 	write(t, home, "\xef\xbb\xbf"+`{
   "controlSocket": true,
-  "telegramHub": {"attach": false, "futureKey": 1},
-  "workers": 8,
-  "name": "alpha",
-  "someFutureSetting": {"nested": [1, 2]}
+  "telegramHub": {"attach": false},
+  "Workers": 8,
+  "name": "alpha"
 }`)
 	f, err := Load(home)
 	if err != nil {
@@ -114,6 +114,12 @@ func TestLoadMalformed(t *testing.T) {
 		{"workers too many", `{"workers": 257}`, `field "workers" must be between 1 and 256, got 257`},
 		{"name number", `{"name": 5}`, `field "name" must be a string, got number`},
 		{"name control char", `{"name": "a\nb"}`, `field "name" must not contain control characters`},
+		{"unknown key", `{"wrokers": 3}`, `unknown key "wrokers" (did you mean "workers"?)`},
+		{"unknown nested key", `{"providers": {"claude": {"pth": "/x"}}}`, `unknown key "providers.claude.pth" (did you mean "providers.claude.path"?)`},
+		{"unknown key far from any", `{"telegramHub": {"zzzzzz": 1}}`, `unknown key "telegramHub.zzzzzz"`},
+		{"unknown keys all named", `{"limits": {"maxClient": 5}, "budgets": {"workerToken": 1}}`,
+			`unknown key "budgets.workerToken" (did you mean "budgets.workerTokens"?); unknown key "limits.maxClient" (did you mean "limits.maxClients"?)`},
+		{"unknown key in a price", `{"prices": {"m": {"input": 1}}}`, `unknown key "prices.m.input" (did you mean "prices.m.inputPerMTok"?)`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -125,6 +131,9 @@ func TestLoadMalformed(t *testing.T) {
 			}
 			if !strings.HasPrefix(err.Error(), path+": ") || !strings.Contains(err.Error(), tt.want) {
 				t.Errorf("Load error = %q\nwant prefix %q and substring %q", err, path+": ", tt.want)
+			}
+			if fe, ok := errors.AsType[*FileError](err); !ok || fe.Path != path {
+				t.Errorf("Load error %T is not a *FileError for %s", err, path)
 			}
 		})
 	}
@@ -268,5 +277,28 @@ func TestProvidersConfig(t *testing.T) {
 		if _, err := Load(home); err == nil {
 			t.Errorf("accepted %s", bad)
 		}
+	}
+}
+
+// Names under maps keyed by a name (providers, prices, env) are names, not
+// keys: any is accepted; only their values' keys are checked.
+func TestKnownKeysAndNames(t *testing.T) {
+	home := t.TempDir()
+	write(t, home, `{
+  "controlSocket": true,
+  "telegramHub": {"attach": true, "botTokenFile": "/t", "allowedChatIds": [1], "allowedUserIds": [2], "apiBaseUrl": "http://x", "verbosity": "quiet"},
+  "workers": 2, "name": "n", "confirmPatterns": ["x"],
+  "limits": {"maxClients": 5, "maxInflight": 2, "helloTimeoutMs": 1000, "writeTimeoutMs": 1000, "queueBytes": 70000, "softQueueBytes": 20000, "sendBufferBytes": 0, "stallGraceMs": 100, "agentStallTimeoutMs": 5000},
+  "provider": "claude", "model": "m",
+  "providers": {"claude": {"path": "/c", "args": ["-v"], "env": {"ANY_NAME": "1"}, "model": "m", "permissionMode": "default"},
+                "codex": {"env": ["OTHER=2"]}},
+  "landing": {"commitOnSettle": true, "prCommand": "true", "remote": "origin"},
+  "intel": {"retentionDays": 3},
+  "budgets": {"workerTokens": 1, "sessionTokens": 2},
+  "prices": {"any-model-name": {"inputPerMTok": 1, "outputPerMTok": 2, "cacheReadPerMTok": 3, "cacheWritePerMTok": 4}},
+  "console": {"notify": "bell"}
+}`)
+	if _, err := Load(home); err != nil {
+		t.Fatalf("every documented key: %v", err)
 	}
 }
