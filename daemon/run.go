@@ -34,6 +34,9 @@ type Options struct {
 	Switches config.Switches // flags > environment > config.json
 	Cwd      string          // where the fleet runs
 	Name     string          // the session's name
+	// NameGiven says Name came from --name: a fleet with a control socket
+	// refuses a name another live fleet has rather than number it.
+	NameGiven bool
 
 	Provider, Model string // --provider, --model ("" keeps config.json's)
 	Resume          string // a saved session to resume
@@ -77,11 +80,27 @@ func Run(ctx context.Context, o Options) error {
 		return err
 	}
 	defer st.Close()
+	// A fleet others find in the registry goes by a name no other live
+	// fleet there has: claimed before a new session is saved under it.
+	if sw.ControlSocket && o.Resume == "" {
+		var release func()
+		if name, release, err = claimName(home, name, o.NameGiven, cwd, o.Stderr); err != nil {
+			return err
+		}
+		defer release()
+	}
 	sess, err := openSession(ctx, home, st, o, providerName, name, cwd)
 	if err != nil {
 		return err
 	}
 	defer sess.release()
+	if sw.ControlSocket && o.Resume != "" {
+		var release func()
+		if sess.name, release, err = claimName(home, sess.name, false, cwd, o.Stderr); err != nil {
+			return err
+		}
+		defer release()
+	}
 
 	// In a terminal the console owns the screen: logs go to a file.
 	logOut := o.Stderr
@@ -392,6 +411,40 @@ func openEndpoint(home string, logger *slog.Logger) (*endpoint, error) {
 		return nil, err
 	}
 	return ep, nil
+}
+
+// claimName claims base as the fleet's name in the registry, or the next
+// free numbered name (saying so on stderr). A name given with --name is
+// not numbered: it is refused when another fleet has it.
+func claimName(home, base string, given bool, cwd string, stderr io.Writer) (string, func(), error) {
+	dir := config.RegistryDir(home)
+	name, release, err := registry.ClaimName(dir, base)
+	if err != nil || name == base {
+		return name, release, err
+	}
+	other := fmt.Sprintf("another fleet named %q is starting", base)
+	if entries, err := registry.Live(dir); err == nil {
+		for _, e := range entries {
+			if e.Name != base {
+				continue
+			}
+			if e.Cwd == cwd {
+				other = fmt.Sprintf("another fleet %q runs in this folder", base)
+			} else {
+				other = fmt.Sprintf("another fleet %q runs, in %q", base, e.Cwd)
+			}
+			if given {
+				other += fmt.Sprintf(", id %s", e.ID)
+			}
+			break
+		}
+	}
+	if given {
+		release()
+		return "", nil, fmt.Errorf("--name %q: %s; choose another name", base, other)
+	}
+	fmt.Fprintf(stderr, "fleet: %s; this one is %q\n", other, name)
+	return name, release, nil
 }
 
 func (ep *endpoint) register(d registry.Descriptor) error {
