@@ -251,19 +251,30 @@ func (c *client) handle(frame []byte) {
 	case *protocol.Prompt:
 		c.handlePrompt(m, frame)
 	case *protocol.ConfirmResponse:
-		if err := b.AnswerConfirm(m.ID, m.Approve, c.surface.resolveReason()); err != nil {
-			c.sendError(err.Error())
-		}
+		c.answered(b.AnswerConfirm(m.ID, m.Approve, c.surface.resolveReason()))
 	case *protocol.AskResponse:
-		if err := b.AnswerAsk(m.ID, m.Text, c.surface.resolveReason()); err != nil {
-			c.sendError(err.Error())
-		}
+		c.answered(b.AnswerAsk(m.ID, m.Text, c.surface.resolveReason()))
 	case *protocol.Unknown:
 		// Additive protocol: unknown types are ignored.
 	default:
 		// A known server→client type sent by a client: not a request.
 		c.sendError(fmt.Sprintf("%s is a server message and cannot be sent by a client", typ))
 	}
+}
+
+// answered tells the client that its answer was not taken, when err says
+// so. The error goes out before anything this connection sends next (a
+// pong, say), so a client that pings after answering knows, at the pong,
+// that its answer was taken (docs/protocol-decisions.md).
+func (c *client) answered(err error) {
+	if err == nil {
+		return
+	}
+	if pe, ok := errors.AsType[*protocol.Error](err); ok {
+		c.sendFrame(pe)
+		return
+	}
+	c.sendError(err.Error())
 }
 
 func (c *client) handlePrompt(m *protocol.Prompt, frame []byte) {
@@ -295,8 +306,11 @@ func hasKey(frame []byte, key string) bool {
 
 var pongFrame = mustEncode(&protocol.Pong{})
 
-func (c *client) sendError(msg string) {
-	frame, err := protocol.Encode(&protocol.Error{Message: msg})
+func (c *client) sendError(msg string) { c.sendFrame(&protocol.Error{Message: msg}) }
+
+// sendFrame queues one frame for this client only.
+func (c *client) sendFrame(m protocol.Message) {
+	frame, err := protocol.Encode(m)
 	if err != nil {
 		return
 	}

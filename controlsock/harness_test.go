@@ -50,7 +50,8 @@ func (b *fakeBackend) AnswerAsk(id, text, reason string) error {
 	defer b.mu.Unlock()
 	ch, ok := b.choices[id]
 	if !ok {
-		return errors.New("no pending request with id " + id)
+		// Like the engine: the refusal is the error frame to send.
+		return &protocol.Error{Message: "no pending request with id " + id, Code: protocol.ErrCodeRequestUnknown, ID: id}
 	}
 	if len(ch) > 0 {
 		found := false

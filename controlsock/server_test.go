@@ -704,3 +704,35 @@ func TestBatchBufReleasedTwicePanics(t *testing.T) {
 	}()
 	bb.release()
 }
+
+// An answer the fleet refuses with a typed error gets that error frame,
+// code and id included, and before the pong of a ping sent after it: a
+// client that sees the pong first knows its answer was taken.
+func TestRefusedAnswerErrorFrameBeforePong(t *testing.T) {
+	h := newHarness(t, nil)
+	h.be.mu.Lock()
+	h.be.choices["a1"] = nil // freeform
+	h.be.mu.Unlock()
+	c, _ := h.attach("answerer")
+	c.sendRaw(`{"type":"askResponse","id":"gone","text":"x"}`)
+	c.sendRaw(`{"type":"ping"}`)
+	e, ok := c.next().(*protocol.Error)
+	if !ok || e.Code != protocol.ErrCodeRequestUnknown || e.ID != "gone" || !strings.Contains(e.Message, "no pending request") {
+		t.Fatalf("refusal %+v, want an error with code %s and id gone", e, protocol.ErrCodeRequestUnknown)
+	}
+	if m := c.next(); m.MessageType() != protocol.TypePong {
+		t.Fatalf("after the refusal: %s, want pong", mustJSON(m))
+	}
+	// A taken answer: no error before the pong.
+	c.sendRaw(`{"type":"askResponse","id":"a1","text":"anything"}`)
+	c.sendRaw(`{"type":"ping"}`)
+	for {
+		m := c.next()
+		if _, isErr := m.(*protocol.Error); isErr {
+			t.Fatalf("a taken answer got %s", mustJSON(m))
+		}
+		if m.MessageType() == protocol.TypePong {
+			break
+		}
+	}
+}

@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 	"fmt"
+	"strconv"
 	"strings"
 	"time"
 
@@ -130,17 +131,29 @@ func (b *broker) raise(ctx context.Context, h *host, r request) (answer, error) 
 	return ans, nil
 }
 
-// answer resolves a request with an operator's answer.
+// answer resolves a request with an operator's answer. An answer it does
+// not take is refused with the *protocol.Error frame the answering client
+// gets: its code says whether the request was already resolved, is
+// unknown, or does not take that answer.
 func (b *broker) answer(id string, a answer, reason protocol.ResolvedReason) error {
 	e := b.e
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	r := b.pending[id]
 	if r == nil {
-		if how, ok := b.resolved[id]; ok {
-			return fmt.Errorf("request %s was already resolved (%s)", id, how)
+		refuse := func(code, format string, args ...any) error {
+			return &protocol.Error{Message: fmt.Sprintf(format, args...), Code: code, ID: truncateID(id)}
 		}
-		return fmt.Errorf("no pending request with id %q", truncateID(id))
+		if how, ok := b.resolved[id]; ok {
+			return refuse(protocol.ErrCodeRequestResolved, "request %s was already resolved: %s", id, describeResolution(how))
+		}
+		if b.issuedLocked(id) {
+			return refuse(protocol.ErrCodeRequestResolved, "request %s was already resolved earlier (before this fleet process, or long ago)", id)
+		}
+		return refuse(protocol.ErrCodeRequestUnknown, "no pending request with id %q", truncateID(id))
+	}
+	invalid := func(err error) error {
+		return &protocol.Error{Message: err.Error(), Code: protocol.ErrCodeAnswerInvalid, ID: id}
 	}
 	if a.confirm && r.kind == kindAsk && r.allowValue != "" {
 		// A permission prompt with the CLI's choices also takes a plain
@@ -153,13 +166,13 @@ func (b *broker) answer(id string, a answer, reason protocol.ResolvedReason) err
 	}
 	if a.confirm != (r.kind == kindConfirm) {
 		if r.kind == kindConfirm {
-			return fmt.Errorf("%s is a confirm request: answer it with confirmResponse", id)
+			return invalid(fmt.Errorf("%s is a confirm request: answer it with confirmResponse", id))
 		}
-		return fmt.Errorf("%s is an ask request: answer it with askResponse", id)
+		return invalid(fmt.Errorf("%s is an ask request: answer it with askResponse", id))
 	}
 	if r.kind == kindAsk {
 		if err := checkChoice(r.question, a.text); err != nil {
-			return fmt.Errorf("%s: %w", id, err)
+			return invalid(fmt.Errorf("%s: %w", id, err))
 		}
 	}
 	a.ok = true
@@ -180,6 +193,37 @@ func checkChoice(q provider.Question, text string) error {
 		values[i] = c.Value
 	}
 	return fmt.Errorf("answer must be one of: %s", strings.Join(values, ", "))
+}
+
+// describeResolution says how a request was resolved, for an answer that
+// came too late.
+func describeResolution(how protocol.ResolvedReason) string {
+	switch how {
+	case protocol.ReasonAnswered:
+		return "answered from a console"
+	case protocol.ReasonSuperseded:
+		return "answered elsewhere first (the fleet's terminal), or no longer needed"
+	case protocol.ReasonExpired:
+		return "expired: nobody answered within the request TTL (fleet run --request-ttl)"
+	case protocol.ReasonCancelled:
+		return "cancelled: its task ended, or the fleet was shutting down"
+	}
+	return string(how)
+}
+
+// issuedLocked reports whether id is one this session raised (ids are
+// <kind>-<session>-<n>, n counted across resumes): one that is not pending
+// and not remembered was resolved before this process or long ago.
+func (b *broker) issuedLocked(id string) bool {
+	for _, kind := range []string{kindConfirm, kindAsk} {
+		rest, ok := strings.CutPrefix(id, kind+"-"+shortID(b.e.cfg.SessionID)+"-")
+		if !ok {
+			continue
+		}
+		n, err := strconv.Atoi(rest)
+		return err == nil && n >= 1 && n <= b.next && strconv.Itoa(n) == rest
+	}
+	return false
 }
 
 func (b *broker) expire(id string) {

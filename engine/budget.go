@@ -523,17 +523,17 @@ func (e *Engine) costLocked(model string, t tokens) (usd float64, ok bool) {
 const budgetUsage = "Usage: /budget shows use against the budgets; /budget session N|off, /budget worker N|off (every worker's default), /budget WORKER N|off (one worker), e.g. /budget session 2000000"
 
 // cmdBudget shows or sets the token budgets.
-func (e *Engine) cmdBudget(args string) string {
+func (e *Engine) cmdBudget(args string) (string, error) {
 	f := strings.Fields(args)
 	if len(f) == 0 {
-		return e.budgetReportLocked()
+		return e.budgetReportLocked(), nil
 	}
 	if len(f) != 2 {
-		return budgetUsage
+		return "", failure(budgetUsage)
 	}
 	n, err := parseBudget(f[1])
 	if err != nil {
-		return err.Error() + "\n" + budgetUsage
+		return "", failf("%v\n%s", err, budgetUsage)
 	}
 	var msg string
 	switch strings.ToLower(f[0]) {
@@ -559,7 +559,7 @@ func (e *Engine) cmdBudget(args string) string {
 	default:
 		w := e.workerByID[f[0]]
 		if w == nil {
-			return fmt.Sprintf("No worker %q. /workers lists them.\n%s", f[0], budgetUsage)
+			return "", failf("No worker %q. /workers lists them.\n%s", f[0], budgetUsage)
 		}
 		wb := e.workerBudgetLocked(w)
 		wb.limit, wb.own = n, true
@@ -579,7 +579,7 @@ func (e *Engine) cmdBudget(args string) string {
 		msg += ". Budget holds in the native root stay until they are released (fleet root release)"
 	}
 	e.dispatchLocked()
-	return msg + "."
+	return msg + ".", nil
 }
 
 func (e *Engine) anyBudgetHoldLocked() bool {

@@ -324,10 +324,14 @@ func TestBudgetCommand(t *testing.T) {
 	reply := func(cmd string) string {
 		e.mu.Lock()
 		defer e.mu.Unlock()
-		return e.cmdBudget(strings.TrimSpace(strings.TrimPrefix(cmd, "/budget")))
+		r, err := e.cmdBudget(strings.TrimSpace(strings.TrimPrefix(cmd, "/budget")))
+		if err != nil {
+			return "error: " + err.Error()
+		}
+		return r
 	}
 	for _, bad := range []string{"/budget session", "/budget session lots", "/budget w9 10", "/budget a b c"} {
-		if got := reply(bad); !strings.Contains(got, "Usage: /budget") {
+		if got := reply(bad); !strings.HasPrefix(got, "error: ") || !strings.Contains(got, "Usage: /budget") {
 			t.Errorf("%s: %q", bad, got)
 		}
 	}

@@ -8,9 +8,9 @@ import (
 
 // cmdClean removes finished workers' workspaces in the background: git can
 // take a while and must not hold the engine's lock.
-func (e *Engine) cmdClean(args string) string {
+func (e *Engine) cmdClean(args string) (string, error) {
 	if e.cfg.Workspaces == nil {
-		return "Workers share the fleet's directory here (not a git repository): there are no worktrees to clean."
+		return "", failure("Workers share the fleet's directory here (not a git repository): there are no worktrees to clean.")
 	}
 	var opts RemoveOptions
 	var names []string
@@ -21,7 +21,7 @@ func (e *Engine) cmdClean(args string) string {
 		case f == "--delete-branch":
 			opts.DeleteBranch = true
 		case strings.HasPrefix(f, "-"):
-			return "Usage: /clean [worker...] [--force [--delete-branch]]"
+			return "", failure("Usage: /clean [worker...] [--force [--delete-branch]]")
 		default:
 			names = append(names, f)
 		}
@@ -31,13 +31,13 @@ func (e *Engine) cmdClean(args string) string {
 		w := e.workerByID[name]
 		switch {
 		case w == nil:
-			return fmt.Sprintf("No worker %q. /workers lists them.", name)
+			return "", failf("No worker %q. /workers lists them.", name)
 		case w.status == workerRunning || w.status == workerIdle:
-			return fmt.Sprintf("%s is still running; /cancel it first.", name)
+			return "", failf("%s is still running; /cancel it first.", name)
 		case w.landing:
-			return fmt.Sprintf("%s is being merged.", name)
+			return "", failf("%s is being merged.", name)
 		case w.worktreePath == "" || w.cleaning:
-			return fmt.Sprintf("%s has no worktree to remove.", name)
+			return "", failf("%s has no worktree to remove.", name)
 		}
 		targets = append(targets, w)
 	}
@@ -49,7 +49,7 @@ func (e *Engine) cmdClean(args string) string {
 		}
 	}
 	if len(targets) == 0 {
-		return "No finished worker has a worktree left."
+		return "No finished worker has a worktree left.", nil
 	}
 	for _, w := range targets {
 		w.cleaning = true
@@ -59,7 +59,7 @@ func (e *Engine) cmdClean(args string) string {
 		defer e.runWG.Done()
 		e.removeWorkspaces(targets, opts)
 	}()
-	return ""
+	return "", nil
 }
 
 func (e *Engine) removeWorkspaces(targets []*worker, opts RemoveOptions) {
@@ -95,6 +95,9 @@ func (e *Engine) removeWorkspaces(targets []*worker, opts RemoveOptions) {
 		if !opts.Force {
 			msg += ". Merge their work first (/merge), or /clean --force removes the worktree and keeps the branch."
 		}
+		// Not all that was asked was done: a script must be able to tell.
+		e.replyErrorLocked(msg)
+		return
 	}
 	e.replyLocked(msg)
 }

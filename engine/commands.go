@@ -10,7 +10,29 @@ import (
 // command is one slash command of the catalog.
 type command struct {
 	name, usage, description, category string
-	run                                func(e *Engine, args string) string
+	// run returns the reply, "" when the command replies later from the
+	// background, or an error whose text is the reply, marked isError.
+	run func(e *Engine, args string) (string, error)
+}
+
+// failure is a command's answer when it did not do what was asked (an
+// unknown command, task or worker, bad arguments, a refusal): a reply
+// marked isError, so that scripts can tell (fleet send --wait-reply exits 1).
+type failure string
+
+func (f failure) Error() string { return string(f) }
+
+// failf formats a failure.
+func failf(format string, args ...any) error { return failure(fmt.Sprintf(format, args...)) }
+
+// consoleCommands are the line console's local commands that are not fleet
+// commands, with where a script finds the same.
+var consoleCommands = map[string]string{
+	"/answer": "use `fleet answer ID ANSWER`",
+	"/yes":    "use `fleet answer ID yes`",
+	"/no":     "use `fleet answer ID no`",
+	"/status": "use `fleet events --type fleetState --count 1`",
+	"/quit":   "it detaches a console",
 }
 
 // commands is the catalog, in the order /help shows it. Only commands that
@@ -64,13 +86,21 @@ func (e *Engine) handlePromptLocked(source, text string) {
 			if c.name == name {
 				// A command that works in the background replies when done
 				// (one reply, so fleet send --wait-reply prints the result).
-				if r := c.run(e, strings.TrimSpace(args)); r != "" {
+				r, err := c.run(e, strings.TrimSpace(args))
+				switch {
+				case err != nil:
+					e.replyErrorLocked(err.Error())
+				case r != "":
 					e.replyLocked(r)
 				}
 				return
 			}
 		}
-		e.replyLocked(fmt.Sprintf("Unknown command %s. /help lists the commands.", name))
+		msg := fmt.Sprintf("Unknown command %s. /help lists the commands.", name)
+		if hint, ok := consoleCommands[name]; ok {
+			msg += fmt.Sprintf(" (%s is a console command: %s)", name, hint)
+		}
+		e.replyErrorLocked(msg)
 		return
 	}
 	if strings.TrimSpace(text) != "" {
@@ -95,7 +125,7 @@ func (e *Engine) handlePromptLocked(source, text string) {
 		}
 	}
 	if len(created) == 0 {
-		e.replyLocked("This fleet runs the local provider: a line starting with \"$ \" is a task " +
+		e.replyErrorLocked("This fleet runs the local provider: a line starting with \"$ \" is a task " +
 			"(for example \"$ make test\"); several such lines make several tasks. /help lists the commands.")
 		return
 	}
@@ -120,7 +150,7 @@ func (e *Engine) handlePromptLocked(source, text string) {
 	e.dispatchLocked()
 }
 
-func (e *Engine) cmdHelp(string) string {
+func (e *Engine) cmdHelp(string) (string, error) {
 	var b strings.Builder
 	b.WriteString("Start a task with a line beginning \"$ \", e.g. \"$ go test ./...\". A task may ask the operator:\n" +
 		"  a line ::ask::{\"question\":\"…\",\"choices\":[\"a\",\"b\"]} raises a question; the answer arrives on stdin;\n" +
@@ -128,12 +158,12 @@ func (e *Engine) cmdHelp(string) string {
 	for _, c := range commands {
 		fmt.Fprintf(&b, "\n  %-22s %s", c.usage, c.description)
 	}
-	return b.String()
+	return b.String(), nil
 }
 
-func (e *Engine) cmdTasks(string) string {
+func (e *Engine) cmdTasks(string) (string, error) {
 	if len(e.tasks) == 0 {
-		return "No tasks yet. Start one with \"$ <command>\"."
+		return "No tasks yet. Start one with \"$ <command>\".", nil
 	}
 	var b strings.Builder
 	c := e.countTasksLocked()
@@ -153,12 +183,12 @@ func (e *Engine) cmdTasks(string) string {
 			fmt.Fprintf(&b, "  (waits: %s)", t.waitReason)
 		}
 	}
-	return b.String()
+	return b.String(), nil
 }
 
-func (e *Engine) cmdWorkers(string) string {
+func (e *Engine) cmdWorkers(string) (string, error) {
 	if len(e.workers) == 0 {
-		return fmt.Sprintf("No workers yet (up to %d run at once).", e.cfg.Workers)
+		return fmt.Sprintf("No workers yet (up to %d run at once).", e.cfg.Workers), nil
 	}
 	var b strings.Builder
 	fmt.Fprintf(&b, "%d workers, %d active, cap %d", len(e.workers), e.activeWorkersLocked(), e.cfg.Workers)
@@ -174,13 +204,13 @@ func (e *Engine) cmdWorkers(string) string {
 			b.WriteString("  " + g)
 		}
 	}
-	return b.String()
+	return b.String(), nil
 }
 
-func (e *Engine) cmdPending(string) string {
+func (e *Engine) cmdPending(string) (string, error) {
 	p := e.broker.pendingLocked()
 	if len(p) == 0 {
-		return "Nothing is waiting for an answer."
+		return "Nothing is waiting for an answer.", nil
 	}
 	var b strings.Builder
 	fmt.Fprintf(&b, "%d waiting:", len(p))
@@ -191,52 +221,52 @@ func (e *Engine) cmdPending(string) string {
 			fmt.Fprintf(&b, "\n  %s (%s) ask: %s", r.id, r.taskID, r.question.Text)
 		}
 	}
-	return b.String()
+	return b.String(), nil
 }
 
-func (e *Engine) cmdCancel(args string) string {
+func (e *Engine) cmdCancel(args string) (string, error) {
 	if args == "" {
-		return "Usage: /cancel <task|worker>, e.g. /cancel t3"
+		return "", failure("Usage: /cancel <task|worker>, e.g. /cancel t3")
 	}
 	return e.cancelLocked(args)
 }
 
-func (e *Engine) cmdPause(string) string {
+func (e *Engine) cmdPause(string) (string, error) {
 	if e.paused {
-		return "Dispatch is already paused."
+		return "Dispatch is already paused.", nil
 	}
 	e.paused = true
 	e.changedLocked()
-	return "Dispatch paused: running tasks go on, queued ones wait for /resume."
+	return "Dispatch paused: running tasks go on, queued ones wait for /resume.", nil
 }
 
-func (e *Engine) cmdPlan(args string) string {
+func (e *Engine) cmdPlan(args string) (string, error) {
 	switch strings.ToLower(args) {
 	case "on":
 		if e.planMode {
-			return "Plan mode is already on."
+			return "Plan mode is already on.", nil
 		}
 		e.planMode = true
 		e.changedLocked()
-		return "Plan mode on: new tasks wait for /go."
+		return "Plan mode on: new tasks wait for /go.", nil
 	case "off":
 		if !e.planMode {
-			return "Plan mode is already off."
+			return "Plan mode is already off.", nil
 		}
 		e.planMode = false
 		e.changedLocked()
 		if n := e.plannedCountLocked(); n > 0 {
-			return fmt.Sprintf("Plan mode off: new tasks start as usual; %d planned task(s) still wait for /go.", n)
+			return fmt.Sprintf("Plan mode off: new tasks start as usual; %d planned task(s) still wait for /go.", n), nil
 		}
-		return "Plan mode off."
+		return "Plan mode off.", nil
 	case "":
 		state := "off"
 		if e.planMode {
 			state = "on"
 		}
-		return fmt.Sprintf("Plan mode is %s; %d planned task(s) wait for /go. Usage: /plan on|off", state, e.plannedCountLocked())
+		return fmt.Sprintf("Plan mode is %s; %d planned task(s) wait for /go. Usage: /plan on|off", state, e.plannedCountLocked()), nil
 	}
-	return "Usage: /plan on|off"
+	return "", failure("Usage: /plan on|off")
 }
 
 func (e *Engine) plannedCountLocked() int {
@@ -249,11 +279,11 @@ func (e *Engine) plannedCountLocked() int {
 	return n
 }
 
-func (e *Engine) cmdGo(args string) string {
+func (e *Engine) cmdGo(args string) (string, error) {
 	want := map[string]bool{}
 	for _, id := range strings.Fields(args) {
 		if t := e.taskByID[id]; t == nil || !t.planned || t.status != taskPending {
-			return fmt.Sprintf("%s is not a planned task. /tasks lists them.", id)
+			return "", failf("%s is not a planned task. /tasks lists them.", id)
 		}
 		want[id] = true
 	}
@@ -269,7 +299,7 @@ func (e *Engine) cmdGo(args string) string {
 		}
 	}
 	if len(started) == 0 {
-		return "No planned tasks."
+		return "No planned tasks.", nil
 	}
 	e.changedLocked()
 	e.dispatchLocked()
@@ -277,15 +307,15 @@ func (e *Engine) cmdGo(args string) string {
 	if e.paused {
 		msg += " (dispatch is paused: /resume starts them)"
 	}
-	return msg
+	return msg, nil
 }
 
-func (e *Engine) cmdResume(string) string {
+func (e *Engine) cmdResume(string) (string, error) {
 	if !e.paused {
-		return "Dispatch is not paused."
+		return "Dispatch is not paused.", nil
 	}
 	e.paused = false
 	e.changedLocked()
 	e.dispatchLocked()
-	return "Dispatch resumed."
+	return "Dispatch resumed.", nil
 }

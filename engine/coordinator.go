@@ -53,7 +53,7 @@ func (e *Engine) coordinatorPromptLocked(text string) {
 	c := &e.coord
 	if c.busy {
 		if len(c.queue) >= maxQueuedPrompts {
-			e.replyLocked(fmt.Sprintf("The coordinator already has %d prompts waiting; this one was not queued.", len(c.queue)))
+			e.replyErrorLocked(fmt.Sprintf("The coordinator already has %d prompts waiting; this one was not queued.", len(c.queue)))
 			return
 		}
 		c.queue = append(c.queue, text)
@@ -78,7 +78,7 @@ func (e *Engine) startCoordinatorTurnLocked(text string) {
 		switch {
 		case res.Err != nil && e.closing:
 		case res.Err != nil:
-			e.replyLocked("The coordinator's turn failed: " + res.Err.Error())
+			e.replyErrorLocked("The coordinator's turn failed: " + res.Err.Error())
 		case strings.TrimSpace(res.Result) != "":
 			e.replyLocked(res.Result)
 		}
@@ -188,23 +188,23 @@ func (e *Engine) coordinatorStaleMsLocked() *int64 {
 }
 
 // cmdSpawn starts a worker on TEXT directly, without the coordinator.
-func (e *Engine) cmdSpawn(args string) string {
+func (e *Engine) cmdSpawn(args string) (string, error) {
 	prov, model, skill, text, err := parseSpawn(args)
 	if err != nil {
-		return err.Error() + ". Usage: /spawn [--provider P] [--model M] [--skill NAME] TEXT"
+		return "", failf("%v. Usage: /spawn [--provider P] [--model M] [--skill NAME] TEXT", err)
 	}
 	if skill != "" {
 		if e.cfg.Intel == nil {
-			return "Skills need the intel store, which is unavailable in this fleet."
+			return "", failure("Skills need the intel store, which is unavailable in this fleet.")
 		}
 		e.spawnSkill(skill, text, prov, model)
-		return ""
+		return "", nil
 	}
 	t, err := e.spawnLocked("operator", text, prov, model)
 	if err != nil {
-		return err.Error()
+		return "", err
 	}
-	return fmt.Sprintf("Queued %s for a %s worker: %s", t.id, e.providerNameLocked(t.provider), oneLine(text, 200))
+	return fmt.Sprintf("Queued %s for a %s worker: %s", t.id, e.providerNameLocked(t.provider), oneLine(text, 200)), nil
 }
 
 func parseSpawn(args string) (prov, model, skill, text string, err error) {
@@ -277,15 +277,15 @@ func (e *Engine) providerNamesLocked() []string {
 }
 
 // cmdTell sends a follow-up turn to a worker.
-func (e *Engine) cmdTell(args string) string {
+func (e *Engine) cmdTell(args string) (string, error) {
 	id, text, _ := strings.Cut(strings.TrimSpace(args), " ")
 	if id == "" || strings.TrimSpace(text) == "" {
-		return "Usage: /tell WORKER TEXT"
+		return "", failure("Usage: /tell WORKER TEXT")
 	}
 	if err := e.tellLocked("operator", id, strings.TrimSpace(text)); err != nil {
-		return err.Error()
+		return "", err
 	}
-	return fmt.Sprintf("Sent to %s.", id)
+	return fmt.Sprintf("Sent to %s.", id), nil
 }
 
 // maxFollowUps bounds the turns waiting for a busy worker.

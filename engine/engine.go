@@ -307,6 +307,12 @@ func (e *Engine) replyLocked(text string) {
 	e.pub.Broadcast(&protocol.Reply{Text: text, Ts: nowMs()})
 }
 
+// replyErrorLocked replies that a prompt or command failed or was refused:
+// the reply is marked isError, so that a script can tell.
+func (e *Engine) replyErrorLocked(text string) {
+	e.pub.Broadcast(&protocol.Reply{Text: text, Ts: nowMs(), IsError: protocol.Bool(true)})
+}
+
 func (e *Engine) hubLocked(from, kind, text string) {
 	e.pub.Broadcast(&protocol.HubEvent{From: from, Kind: kind, Ts: nowMs(), Text: text})
 }

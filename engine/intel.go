@@ -167,11 +167,11 @@ func (e *Engine) steerAnswerLocked(r *request, a answer) {
 
 // intelCmd routes /fleet-intel and /learn to the intel service, off the
 // engine's lock; its answer is the reply.
-func intelCmd(name string) func(*Engine, string) string {
-	return func(e *Engine, args string) string {
+func intelCmd(name string) func(*Engine, string) (string, error) {
+	return func(e *Engine, args string) (string, error) {
 		in := e.cfg.Intel
 		if in == nil {
-			return "Intel is unavailable in this fleet (see the note at start-up)."
+			return "", failure("Intel is unavailable in this fleet (see the note at start-up).")
 		}
 		e.runWG.Add(1)
 		go func() {
@@ -179,14 +179,15 @@ func intelCmd(name string) func(*Engine, string) string {
 			ctx, cancel := context.WithTimeout(context.Background(), workspaceTimeout)
 			text, err := in.Command(ctx, name, args)
 			cancel()
-			if err != nil {
-				text = err.Error()
-			}
 			e.mu.Lock()
 			defer e.mu.Unlock()
+			if err != nil {
+				e.replyErrorLocked(err.Error())
+				return
+			}
 			e.replyLocked(text)
 		}()
-		return ""
+		return "", nil
 	}
 }
 
@@ -204,12 +205,12 @@ func (e *Engine) spawnSkill(skill, text, prov, model string) {
 		e.mu.Lock()
 		defer e.mu.Unlock()
 		if err != nil {
-			e.replyLocked(fmt.Sprintf("Skill %s: %v", skill, err))
+			e.replyErrorLocked(fmt.Sprintf("Skill %s: %v", skill, err))
 			return
 		}
 		t, err := e.spawnLocked("operator", use.Apply(text), prov, model)
 		if err != nil {
-			e.replyLocked(err.Error())
+			e.replyErrorLocked(err.Error())
 			return
 		}
 		t.skill = use

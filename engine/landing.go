@@ -307,7 +307,7 @@ func (e *Engine) settledTargetLocked(cmd, doing, id string) (*worker, Work, stri
 }
 
 // cmdDiff: /diff WORKER [--stat] [PATH...].
-func (e *Engine) cmdDiff(args string) string {
+func (e *Engine) cmdDiff(args string) (string, error) {
 	f := strings.Fields(args)
 	var req DiffRequest
 	var id string
@@ -316,7 +316,7 @@ func (e *Engine) cmdDiff(args string) string {
 		case a == "--stat":
 			req.Stat = true
 		case strings.HasPrefix(a, "-"):
-			return "Usage: /diff WORKER [--stat] [PATH...]"
+			return "", failure("Usage: /diff WORKER [--stat] [PATH...]")
 		case id == "":
 			id = a
 		default:
@@ -324,11 +324,11 @@ func (e *Engine) cmdDiff(args string) string {
 		}
 	}
 	if id == "" {
-		return "Usage: /diff WORKER [--stat] [PATH...]"
+		return "", failure("Usage: /diff WORKER [--stat] [PATH...]")
 	}
 	w, msg := e.landTargetLocked("diff", id)
 	if w == nil {
-		return msg
+		return "", failure(msg)
 	}
 	l := e.lander()
 	e.runWG.Add(1)
@@ -341,7 +341,7 @@ func (e *Engine) cmdDiff(args string) string {
 		defer e.mu.Unlock()
 		switch {
 		case err != nil:
-			e.replyLocked(fmt.Sprintf("Could not diff %s: %v", id, err))
+			e.replyErrorLocked(fmt.Sprintf("Could not diff %s: %v", id, err))
 		case strings.TrimSpace(text) == "":
 			e.replyLocked(fmt.Sprintf("%s has no changes against its base.", id))
 		default:
@@ -352,11 +352,11 @@ func (e *Engine) cmdDiff(args string) string {
 			e.replyLocked(text)
 		}
 	}()
-	return ""
+	return "", nil
 }
 
 // cmdMerge: /merge WORKER [--squash|--rebase] [--into BRANCH].
-func (e *Engine) cmdMerge(args string) string {
+func (e *Engine) cmdMerge(args string) (string, error) {
 	const usage = "Usage: /merge WORKER [--squash|--rebase] [--into BRANCH]"
 	f := strings.Fields(args)
 	var req MergeRequest
@@ -365,29 +365,29 @@ func (e *Engine) cmdMerge(args string) string {
 		switch a := f[i]; {
 		case a == "--squash" || a == "--rebase":
 			if req.Mode != "" {
-				return "Choose one of --squash and --rebase. " + usage
+				return "", failure("Choose one of --squash and --rebase. " + usage)
 			}
 			req.Mode = strings.TrimPrefix(a, "--")
 		case a == "--into":
 			if i+1 >= len(f) {
-				return usage
+				return "", failure(usage)
 			}
 			i++
 			req.Into = f[i]
 		case strings.HasPrefix(a, "--into="):
 			req.Into = strings.TrimPrefix(a, "--into=")
 		case strings.HasPrefix(a, "-") || id != "":
-			return usage
+			return "", failure(usage)
 		default:
 			id = a
 		}
 	}
 	if id == "" {
-		return usage
+		return "", failure(usage)
 	}
 	w, work, msg := e.settledTargetLocked("merge", "merging", id)
 	if w == nil {
-		return msg
+		return "", failure(msg)
 	}
 	w.landing = true // no /clean, /tell or second /merge meanwhile
 	l := e.lander()
@@ -402,18 +402,18 @@ func (e *Engine) cmdMerge(args string) string {
 		w.landing = false
 		w.gitStale = true
 		if err != nil {
-			e.replyLocked(err.Error())
+			e.replyErrorLocked(err.Error())
 			return
 		}
 		e.hubLocked(id, protocol.HubMerged, text)
 		e.replyLocked(text)
 	}()
-	return ""
+	return "", nil
 }
 
 // cmdPR: /pr WORKER [--draft]. The push goes through the confirm policy
 // like any other: when it matches, an operator confirms it first.
-func (e *Engine) cmdPR(args string) string {
+func (e *Engine) cmdPR(args string) (string, error) {
 	const usage = "Usage: /pr WORKER [--draft]"
 	var id string
 	draft := false
@@ -422,17 +422,17 @@ func (e *Engine) cmdPR(args string) string {
 		case a == "--draft":
 			draft = true
 		case strings.HasPrefix(a, "-") || id != "":
-			return usage
+			return "", failure(usage)
 		default:
 			id = a
 		}
 	}
 	if id == "" {
-		return usage
+		return "", failure(usage)
 	}
 	w, work, msg := e.settledTargetLocked("open a pull request for", "handing it on", id)
 	if w == nil {
-		return msg
+		return "", failure(msg)
 	}
 	l := e.lander()
 	push := l.PushCommand(id)
@@ -450,25 +450,30 @@ func (e *Engine) cmdPR(args string) string {
 			ok = err == nil && ans.approve
 		}
 		text := fmt.Sprintf("Did not push %s: the push was not confirmed.", id)
+		failed := !ok
 		if ok {
 			ctx, cancel := context.WithTimeout(context.Background(), workspaceTimeout)
 			var err error
 			text, err = l.PR(ctx, id, draft, work)
 			cancel()
 			if err != nil {
-				text = err.Error()
+				text, failed = err.Error(), true
 			}
 		}
 		e.mu.Lock()
 		defer e.mu.Unlock()
 		w.landing = false
 		w.gitStale = true
+		if failed {
+			e.replyErrorLocked(strings.TrimRight(text, "\n"))
+			return
+		}
 		e.replyLocked(strings.TrimRight(text, "\n"))
 	}()
 	if needsConfirm {
-		return fmt.Sprintf("Pushing %s needs a confirm (%s).", id, push)
+		return fmt.Sprintf("Pushing %s needs a confirm (%s).", id, push), nil
 	}
-	return ""
+	return "", nil
 }
 
 func short(sha string) string {

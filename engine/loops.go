@@ -52,10 +52,10 @@ func parseLoop(args string) (max int, command string, err error) {
 	return max, command, nil
 }
 
-func (e *Engine) cmdLoop(args string) string {
+func (e *Engine) cmdLoop(args string) (string, error) {
 	max, command, err := parseLoop(args)
 	if err != nil {
-		return err.Error()
+		return "", err
 	}
 	e.nextLoop++
 	e.saveCounterLocked(counterLoop, e.nextLoop)
@@ -64,7 +64,7 @@ func (e *Engine) cmdLoop(args string) string {
 	e.loopByID[l.id] = l
 	t := e.nextIterationLocked(l)
 	e.dispatchLocked()
-	return fmt.Sprintf("Loop %s: run %q until it exits 0, at most %d attempts (first: %s). /cancel %s stops it.", l.id, command, max, t.id, l.id)
+	return fmt.Sprintf("Loop %s: run %q until it exits 0, at most %d attempts (first: %s). /cancel %s stops it.", l.id, command, max, t.id, l.id), nil
 }
 
 func (e *Engine) nextIterationLocked(l *loop) *task {

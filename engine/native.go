@@ -326,17 +326,17 @@ func (e *Engine) releasePlannedNative(taskID string) {
 	}()
 }
 
-func (e *Engine) cmdHold(args string) string {
+func (e *Engine) cmdHold(args string) (string, error) {
 	if e.cfg.Governor == nil {
-		return "/hold needs a native-root session (fleet run --native-root)."
+		return "", failure("/hold needs a native-root session (fleet run --native-root).")
 	}
 	id, reason, _ := strings.Cut(strings.TrimSpace(args), " ")
 	reason = strings.TrimSpace(reason)
 	if id == "" || reason == "" {
-		return "Usage: /hold <task> <reason>"
+		return "", failure("Usage: /hold <task> <reason>")
 	}
 	if e.taskByID[id] == nil {
-		return fmt.Sprintf("No task %q. /tasks lists them.", id)
+		return "", failf("No task %q. /tasks lists them.", id)
 	}
 	e.runWG.Add(1)
 	go func() {
@@ -346,14 +346,14 @@ func (e *Engine) cmdHold(args string) string {
 		hash, err := e.cfg.Governor.Hold(ctx, id, reason)
 		e.mu.Lock()
 		if err != nil {
-			e.replyLocked(fmt.Sprintf("Could not hold %s: %v", id, err))
+			e.replyErrorLocked(fmt.Sprintf("Could not hold %s: %v", id, err))
 		} else {
 			e.replyLocked(fmt.Sprintf("Held %s in the native root (hold %s). Release it with: fleet root release --hold-hash %s …", id, hash, hash))
 		}
 		e.mu.Unlock()
 		e.GovernorChanged()
 	}()
-	return fmt.Sprintf("Holding %s…", id)
+	return fmt.Sprintf("Holding %s…", id), nil
 }
 
 // markUncertain records, off the engine's lock, that an interrupted task's

@@ -239,16 +239,16 @@ func (e *Engine) runFollowUpsLocked(w *worker, t *task) {
 
 // cancelLocked cancels a task or a worker by id. A pending task fails at
 // once; a running one is stopped (its process group killed) and settles.
-func (e *Engine) cancelLocked(id string) string {
+func (e *Engine) cancelLocked(id string) (string, error) {
 	if l := e.loopByID[id]; l != nil {
-		return e.cancelLoopLocked(l)
+		return e.cancelLoopLocked(l), nil
 	}
 	t := e.taskByID[id]
 	if w := e.workerByID[id]; w != nil {
 		t = e.taskByID[w.taskID]
 	}
 	if t == nil {
-		return fmt.Sprintf("No task, worker or loop %q. /tasks lists them.", id)
+		return "", failf("No task, worker or loop %q. /tasks lists them.", id)
 	}
 	switch t.status {
 	case taskPending:
@@ -258,7 +258,7 @@ func (e *Engine) cancelLocked(id string) string {
 		if t.loopID != "" {
 			e.loopSettledLocked(t, false)
 		}
-		return fmt.Sprintf("Cancelled %s before it started.", t.id)
+		return fmt.Sprintf("Cancelled %s before it started.", t.id), nil
 	case taskRunning, taskBlocked:
 		t.cancelled = true
 		e.steerLocked("cancel", "/cancel "+id, t.worker)
@@ -266,8 +266,9 @@ func (e *Engine) cancelLocked(id string) string {
 		if w != nil && w.cancel != nil {
 			w.cancel(errCancelled)
 		}
-		return fmt.Sprintf("Cancelling %s (worker %s).", t.id, t.worker)
+		return fmt.Sprintf("Cancelling %s (worker %s).", t.id, t.worker), nil
 	default:
-		return fmt.Sprintf("%s has already ended (%s).", t.id, t.status)
+		// Not a failure: what was asked for (the task not running) holds.
+		return fmt.Sprintf("%s has already ended (%s).", t.id, t.status), nil
 	}
 }

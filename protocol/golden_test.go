@@ -185,6 +185,7 @@ func TestZeroValuesEncodeRequiredFields(t *testing.T) {
 		{Status{RunningFleets: Int(0), TasksDone: Int(0)}, `{"type":"status","processing":false,"runningFleets":0,"tasksDone":0}`},
 		{AskRequest{AllowFreeform: Bool(false)}, `{"type":"askRequest","id":"","question":"","kind":"","allowFreeform":false}`},
 		{ToolCall{IsError: Bool(false), DurationMs: Int(0)}, `{"type":"toolCall","agent":"","tool":"","phase":"","ts":0,"isError":false,"durationMs":0}`},
+		{Reply{IsError: Bool(false)}, `{"type":"reply","text":"","isError":false}`},
 	}
 	for _, tt := range tests {
 		got, err := Encode(tt.m)

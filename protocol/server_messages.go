@@ -76,6 +76,11 @@ func (UserMessage) MessageType() string { return TypeUserMessage }
 type Reply struct {
 	Text string `json:"text"`
 	Ts   int64  `json:"ts,omitempty"`
+	// IsError is an extension (docs/protocol-decisions.md): true when the
+	// reply reports that a prompt or command failed or was refused (an
+	// unknown command or worker, bad arguments, a refusal); absent
+	// otherwise. Named like toolCall.isError.
+	IsError *bool `json:"isError,omitempty"`
 }
 
 // MessageType returns TypeReply.
@@ -159,10 +164,31 @@ func (ReplayEnd) MessageType() string { return TypeReplayEnd }
 // Error is a protocol or runtime error surfaced to the client.
 type Error struct {
 	Message string `json:"message"`
+	// Code and ID are extensions (docs/protocol-decisions.md), set on the
+	// error a confirmResponse or askResponse gets when the fleet does not
+	// take it: Code is one of the ErrCode constants, ID the request's id.
+	Code string `json:"code,omitempty"`
+	ID   string `json:"id,omitempty"`
 }
 
 // MessageType returns TypeError.
 func (Error) MessageType() string { return TypeError }
+
+// Error returns e.Message: an engine can return the error frame a client
+// gets as a Go error, and the control server sends it as it is.
+func (e *Error) Error() string { return e.Message }
+
+// Codes of an error frame that refuses an answer (Error.Code).
+const (
+	// ErrCodeRequestResolved: the request was already resolved (answered
+	// elsewhere, expired or cancelled); the message says how.
+	ErrCodeRequestResolved = "request_resolved"
+	// ErrCodeRequestUnknown: the fleet has no request with that id.
+	ErrCodeRequestUnknown = "request_unknown"
+	// ErrCodeAnswerInvalid: the request is pending but the answer does not
+	// fit it (not one of its choices, or the wrong response type).
+	ErrCodeAnswerInvalid = "answer_invalid"
+)
 
 // Pong answers Ping.
 type Pong struct{}
