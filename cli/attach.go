@@ -2,8 +2,11 @@ package cli
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"os"
+	"os/signal"
+	"syscall"
 
 	"github.com/spf13/cobra"
 	"golang.org/x/term"
@@ -36,14 +39,19 @@ slash command (/help, /tasks, /workers, /pause, /resume, /cancel, ...) is sent
 to the fleet, which answers it.
 
 Frames replayed on attach (open requests, recent conversation) are marked with
-"·" and followed by "── live ──". Detaching leaves the fleet running.
+"·" and followed by "── live ──". Detaching leaves the fleet running: Ctrl-C
+(or SIGTERM) detaches too, says "detached; the fleet keeps running" and exits
+0. Exit status 1 when the fleet closed the connection or could not be reached.
 
 ` + fleetArgHelp,
 		Example: `  fleet attach
   fleet attach api-refactor`,
 		Args: cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			conn, err := dialFleet(cmd.Context(), args, "repl", attachClientName())
+			// Ctrl-C is a deliberate detach, not a failure.
+			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
+			defer stop()
+			conn, err := dialFleet(ctx, args, "repl", attachClientName())
 			if err != nil {
 				return err
 			}
@@ -53,7 +61,11 @@ Frames replayed on attach (open requests, recent conversation) are marked with
 				Conn:  conn,
 				Color: colorOutput(cmd.OutOrStdout()),
 			}
-			return r.Run(cmd.Context())
+			err = r.Run(ctx)
+			if err == nil && ctx.Err() != nil && cmd.Context().Err() == nil {
+				fmt.Fprintln(cmd.ErrOrStderr(), "detached; the fleet keeps running")
+			}
+			return err
 		},
 	}
 }

@@ -32,7 +32,32 @@ type fakeFleet struct {
 	prompts []string
 	answers []string
 	pending map[string]*protocol.AskRequest // nil value: a confirm
-	changed chan struct{}
+	// resolved are the ids answered, by how; lost are ids another console
+	// answers just before this one's answer arrives.
+	resolved map[string]protocol.ResolvedReason
+	lost     map[string]bool
+	changed  chan struct{}
+}
+
+// refuse is the refusal the engine sends for an answer to id it does not
+// take (engine.broker.answer).
+func (f *fakeFleet) refuseLocked(id string) error {
+	if how, ok := f.resolved[id]; ok {
+		return &protocol.Error{Message: fmt.Sprintf("request %s was already resolved: %s", id, how), Code: protocol.ErrCodeRequestResolved, ID: id}
+	}
+	return &protocol.Error{Message: fmt.Sprintf("no pending request with id %q", id), Code: protocol.ErrCodeRequestUnknown, ID: id}
+}
+
+// loseLocked resolves id as answered by another console, when the test
+// set it up to lose that race; it reports whether it did.
+func (f *fakeFleet) loseLocked(id string, kind protocol.ResolvedKind) bool {
+	if !f.lost[id] {
+		return false
+	}
+	delete(f.pending, id)
+	f.resolved[id] = protocol.ReasonAnswered
+	f.srv.Broadcast(&protocol.ConfirmResolved{ID: id, Approved: true, Kind: kind, Reason: protocol.ReasonAnswered})
+	return true
 }
 
 func (f *fakeFleet) note() {
@@ -43,7 +68,7 @@ func (f *fakeFleet) note() {
 }
 
 // Prompt records the prompt and replies "echo: <text>", unless the text
-// starts with "quiet".
+// starts with "quiet"; to "/fail…" it replies with an error.
 func (f *fakeFleet) Prompt(m *protocol.UserMessage) {
 	f.srv.Broadcast(m)
 	source, text := m.Source, m.Text
@@ -51,19 +76,28 @@ func (f *fakeFleet) Prompt(m *protocol.UserMessage) {
 	f.prompts = append(f.prompts, source+": "+text)
 	f.mu.Unlock()
 	f.note()
-	if !strings.HasPrefix(text, "quiet") {
+	switch {
+	case strings.HasPrefix(text, "/fail"):
+		f.srv.Broadcast(&protocol.Reply{Text: "failed: " + text, IsError: protocol.Bool(true)})
+	case !strings.HasPrefix(text, "quiet"):
 		f.srv.Broadcast(&protocol.Reply{Text: "echo: " + text})
 	}
 }
 
 func (f *fakeFleet) AnswerConfirm(id string, approve bool, reason string) error {
 	f.mu.Lock()
+	f.loseLocked(id, protocol.KindConfirm)
 	ask, ok := f.pending[id]
-	if !ok || ask != nil {
+	if !ok {
+		defer f.mu.Unlock()
+		return f.refuseLocked(id)
+	}
+	if ask != nil {
 		f.mu.Unlock()
-		return fmt.Errorf("no pending confirmation %s", id)
+		return &protocol.Error{Message: id + " is an ask request: answer it with askResponse", Code: protocol.ErrCodeAnswerInvalid, ID: id}
 	}
 	delete(f.pending, id)
+	f.resolved[id] = protocol.ResolvedReason(reason)
 	f.answers = append(f.answers, fmt.Sprintf("%s=%v", id, approve))
 	f.mu.Unlock()
 	f.note()
@@ -73,10 +107,15 @@ func (f *fakeFleet) AnswerConfirm(id string, approve bool, reason string) error 
 
 func (f *fakeFleet) AnswerAsk(id, text, reason string) error {
 	f.mu.Lock()
-	ask := f.pending[id]
+	f.loseLocked(id, protocol.KindAsk)
+	ask, ok := f.pending[id]
+	if !ok {
+		defer f.mu.Unlock()
+		return f.refuseLocked(id)
+	}
 	if ask == nil {
 		f.mu.Unlock()
-		return fmt.Errorf("no pending question %s", id)
+		return &protocol.Error{Message: id + " is a confirm request: answer it with confirmResponse", Code: protocol.ErrCodeAnswerInvalid, ID: id}
 	}
 	var values []string
 	for _, c := range ask.Choices {
@@ -84,9 +123,10 @@ func (f *fakeFleet) AnswerAsk(id, text, reason string) error {
 	}
 	if len(values) > 0 && !slices.Contains(values, text) {
 		f.mu.Unlock()
-		return fmt.Errorf("%q is not one of the choices (%s)", text, strings.Join(values, ", "))
+		return &protocol.Error{Message: fmt.Sprintf("%q is not one of the choices (%s)", text, strings.Join(values, ", ")), Code: protocol.ErrCodeAnswerInvalid, ID: id}
 	}
 	delete(f.pending, id)
+	f.resolved[id] = protocol.ResolvedReason(reason)
 	f.answers = append(f.answers, id+"="+text)
 	f.mu.Unlock()
 	f.note()
@@ -188,7 +228,7 @@ func startFleet(t *testing.T, home, name, suffix string) *testFleet {
 	if err != nil {
 		t.Fatal(err)
 	}
-	f := &fakeFleet{pending: map[string]*protocol.AskRequest{}, changed: make(chan struct{}, 1)}
+	f := &fakeFleet{pending: map[string]*protocol.AskRequest{}, resolved: map[string]protocol.ResolvedReason{}, lost: map[string]bool{}, changed: make(chan struct{}, 1)}
 	f.srv = controlsock.New(controlsock.Config{Token: token, Backend: f, Welcome: protocol.Welcome{SessionID: "s-" + suffix, Cwd: home}})
 	ln, err := controlsock.Listen(registry.SocketPath(home, id))
 	if err != nil {

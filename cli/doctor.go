@@ -4,9 +4,11 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"os"
-	"text/tabwriter"
+	"strings"
 
+	"github.com/charmbracelet/x/ansi"
 	"github.com/spf13/cobra"
 
 	"github.com/agents-fleet/fleet/config"
@@ -40,26 +42,8 @@ otherwise.`,
 				if err := enc.Encode(r); err != nil {
 					return err
 				}
-			} else {
-				fmt.Fprintf(out, "fleet home   %s\nconfig.json  %s\nfleets       %d live, %d stale descriptors\n",
-					r.Home.Path, r.Home.Config, r.Home.LiveFleets, r.Home.StaleFleets)
-				for _, p := range r.Home.Problems {
-					fmt.Fprintf(out, "problem      %s\n", p)
-				}
-				fmt.Fprintf(out, "\ndefault provider: %s\n\n", r.Default)
-				tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
-				fmt.Fprintln(tw, "PROVIDER\tCLI\tVERSION\tENDPOINT\tCREDENTIALS\tSTATUS")
-				for _, p := range r.Providers {
-					status := "ok"
-					switch {
-					case p.Problem != "":
-						status = p.Problem
-					case !p.Verified:
-						status = "ok (version not verified: docs/providers.md)"
-					}
-					fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", p.Name, dash(p.Path), dash(p.Version), dash(p.Endpoint), dash(p.Credentials), status)
-				}
-				tw.Flush()
+			} else if err := writeDoctor(out, r); err != nil {
+				return err
 			}
 			if !r.OK() {
 				return &exitError{code: 1, err: errors.New(r.Why())}
@@ -69,4 +53,80 @@ otherwise.`,
 	}
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print the report as JSON")
 	return cmd
+}
+
+// doctorWidth is the width fleet doctor's report fits in.
+const doctorWidth = 100
+
+// writeDoctor writes the report as labelled lines, one block per provider,
+// every line at most doctorWidth columns: long values (paths, problems)
+// wrap under their value's column.
+func writeDoctor(w io.Writer, r daemon.Report) error {
+	var b strings.Builder
+	field := func(indent, label string, labelWidth int, value string) {
+		lead := indent + label + strings.Repeat(" ", max(1, labelWidth-len(label)))
+		for i, line := range wrapText(value, doctorWidth-len(lead)) {
+			if i > 0 {
+				lead = strings.Repeat(" ", len(lead))
+			}
+			b.WriteString(lead + line + "\n")
+		}
+	}
+	field("", "fleet home", 13, r.Home.Path)
+	field("", "config.json", 13, r.Home.Config)
+	field("", "fleets", 13, fmt.Sprintf("%d live, %d stale descriptors", r.Home.LiveFleets, r.Home.StaleFleets))
+	for _, p := range r.Home.Problems {
+		field("", "problem", 13, p)
+	}
+	b.WriteString("\n")
+	field("", "default provider:", 18, r.Default)
+	for _, p := range r.Providers {
+		b.WriteString("\n")
+		status := "ok"
+		switch {
+		case p.Problem != "":
+			status = "not ready: " + p.Problem
+		case !p.Verified:
+			status = "ok (version not verified: docs/providers.md)"
+		}
+		field("", p.Name, 9, status)
+		field("  ", "cli", 13, dash(p.Path))
+		field("  ", "version", 13, dash(p.Version))
+		field("  ", "endpoint", 13, dash(p.Endpoint))
+		field("  ", "credentials", 13, dash(p.Credentials))
+	}
+	_, err := io.WriteString(w, b.String())
+	return err
+}
+
+// wrapText breaks s into lines of at most width columns at spaces; a word
+// longer than a line (a path) is broken after a "/" where it can be, else
+// where it must.
+func wrapText(s string, width int) []string {
+	width = max(width, 20)
+	var lines []string
+	line := ""
+	for _, word := range strings.Fields(s) {
+		switch {
+		case line == "":
+		case ansi.StringWidth(line)+1+ansi.StringWidth(word) <= width:
+			line += " " + word
+			continue
+		default:
+			lines = append(lines, line)
+		}
+		for ansi.StringWidth(word) > width {
+			head := ansi.Truncate(word, width, "")
+			if i := strings.LastIndex(head, "/"); i > 0 {
+				head = head[:i+1]
+			}
+			lines = append(lines, head)
+			word = word[len(head):]
+		}
+		line = word
+	}
+	if line != "" || len(lines) == 0 {
+		lines = append(lines, line)
+	}
+	return lines
 }

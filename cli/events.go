@@ -1,7 +1,9 @@
 package cli
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -29,6 +31,11 @@ then live events until the fleet closes the connection.
 --type keeps only frames of the given types (repeat it, or separate types with
 commas). --live skips the replay: everything up to and including replayEnd.
 --count stops after that many frames were printed.
+
+A fleet replays its recent hub events inside the hydrate frame (hydrate.hub),
+not as hubEvent frames. So that --type hubEvent sees the fleet's history, each
+of them is printed as a hubEvent line of its own, oldest first, when hubEvent
+is selected and hydrate is not; they count for --count.
 
 The exit status is 0 when the fleet closes the connection (for example when it
 shuts down) and 1 when the connection breaks or the fleet drops this client
@@ -91,6 +98,16 @@ func streamEvents(ctx context.Context, conn *client.Conn, w io.Writer, f eventFi
 		return f.count > 0 && printed >= f.count, nil
 	}
 
+	// emitHub writes the hub entries of a hydrate frame as hubEvent lines.
+	emitHub := func(hydrate []byte) (done bool, err error) {
+		for _, ev := range hubEntries(hydrate) {
+			if done, err := emit(protocol.TypeHubEvent, ev); done || err != nil {
+				return done, err
+			}
+		}
+		return false, nil
+	}
+
 	welcomeReplay := slices.Contains(conn.Welcome().Capabilities, protocol.CapReplayEnd)
 	if !f.live || !welcomeReplay {
 		if done, err := emit(protocol.TypeWelcome, conn.WelcomeFrame()); done || err != nil {
@@ -105,6 +122,13 @@ func streamEvents(ctx context.Context, conn *client.Conn, w io.Writer, f eventFi
 		case errors.As(err, &fe):
 			// Not decodable, but still a frame: print it as received.
 			typ, _ := protocol.PeekType(raw)
+			if typ == protocol.TypeHydrate && f.expandHub() && !(f.live && replay) {
+				// One bad entry must not hide the others.
+				if done, err := emitHub(raw); done || err != nil {
+					return err
+				}
+				continue
+			}
 			if !(f.live && replay) {
 				if done, err := emit(typ, raw); done || err != nil {
 					return err
@@ -128,8 +152,58 @@ func streamEvents(ctx context.Context, conn *client.Conn, w io.Writer, f eventFi
 		if f.live && replay {
 			continue
 		}
+		if m.MessageType() == protocol.TypeHydrate && f.expandHub() {
+			if done, err := emitHub(raw); done || err != nil {
+				return err
+			}
+			continue
+		}
 		if done, err := emit(m.MessageType(), raw); done || err != nil {
 			return err
 		}
 	}
+}
+
+// expandHub reports whether hydrate's hub entries are printed as hubEvent
+// lines: hubEvent is selected and hydrate itself is not.
+func (f eventFilter) expandHub() bool {
+	return slices.Contains(f.types, protocol.TypeHubEvent) && !slices.Contains(f.types, protocol.TypeHydrate)
+}
+
+// hubEntries returns the hubEvent objects in a hydrate frame's hub, each
+// as a hubEvent frame (an entry may leave its type out; one of another
+// type is skipped).
+func hubEntries(hydrate []byte) [][]byte {
+	var h struct {
+		Hub []json.RawMessage `json:"hub"`
+	}
+	if json.Unmarshal(hydrate, &h) != nil {
+		return nil
+	}
+	out := make([][]byte, 0, len(h.Hub))
+	for _, e := range h.Hub {
+		e = bytes.TrimSpace(e)
+		if len(e) < 2 || e[0] != '{' {
+			continue
+		}
+		var keys map[string]json.RawMessage
+		if json.Unmarshal(e, &keys) != nil {
+			continue
+		}
+		typ, ok := keys["type"]
+		switch {
+		case ok && string(typ) == `"hubEvent"`:
+			out = append(out, e)
+		case ok:
+			continue // another type: not a hub event
+		default: // no type key: add it
+			body := bytes.TrimSpace(e[1:])
+			ev := []byte(`{"type":"hubEvent"`)
+			if len(body) > 0 && body[0] != '}' {
+				ev = append(ev, ',')
+			}
+			out = append(out, append(ev, body...))
+		}
+	}
+	return out
 }

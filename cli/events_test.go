@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -119,5 +120,67 @@ func TestEventsBadFlags(t *testing.T) {
 	}
 	if !strings.Contains(stderr, `"nosuchtype" is not a message type`) {
 		t.Errorf("no warning for an unknown type; stderr: %q", stderr)
+	}
+}
+
+// The fleet replays its hub history inside hydrate: --type hubEvent prints
+// those entries as hubEvent lines, and --count counts them, so the README's
+// `fleet events --type hubEvent --count 5` ends on a fleet with history.
+func TestEventsHubHistoryCounts(t *testing.T) {
+	home := testHome(t)
+	tf := startFleet(t, home, "alpha", "a1")
+	for i := range 3 {
+		tf.srv.Broadcast(&protocol.HubEvent{From: "w1", Kind: protocol.HubCompleted, Ts: int64(1000 + i), Text: fmt.Sprintf("t%d done", i+1)})
+	}
+	out, _, err := runCmd(t, newEventsCmd(), nil, "--type", "hubEvent", "--count", "2")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := `{"type":"hubEvent","from":"w1","kind":"completed","ts":1000,"text":"t1 done"}` + "\n" +
+		`{"type":"hubEvent","from":"w1","kind":"completed","ts":1001,"text":"t2 done"}` + "\n"
+	if out != want {
+		t.Fatalf("events --type hubEvent --count 2 =\n%s\nwant\n%s", out, want)
+	}
+	// With hydrate selected too, hydrate is printed as it came, entries inside.
+	out, _, err = runCmd(t, newEventsCmd(), nil, "--type", "hubEvent,hydrate", "--count", "1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := frameTypes(t, out); len(got) != 1 || got[0] != "hydrate" || !strings.Contains(out, "t3 done") {
+		t.Fatalf("events --type hubEvent,hydrate --count 1 = %s", out)
+	}
+	// --live leaves the history out.
+	clients := func(n int) {
+		t.Helper()
+		for deadline := time.Now().Add(10 * time.Second); tf.srv.Stats().Clients != n; time.Sleep(5 * time.Millisecond) {
+			if time.Now().After(deadline) {
+				t.Fatalf("the fleet never had %d clients", n)
+			}
+		}
+	}
+	clients(0) // the commands above have gone
+	r := startCmd(t, newEventsCmd(), nil, "--live", "--type", "hubEvent", "--count", "1")
+	// Attached means registered: what is broadcast from then on is live.
+	clients(1)
+	tf.srv.Broadcast(&protocol.HubEvent{From: "w2", Kind: protocol.HubCompleted, Ts: 2000, Text: "live one"})
+	if err := r.wait(t); err != nil {
+		t.Fatal(err)
+	}
+	if out := r.stdout.String(); !strings.Contains(out, "live one") || strings.Contains(out, "t1 done") {
+		t.Fatalf("events --live --type hubEvent --count 1 = %s", out)
+	}
+}
+
+func TestHubEntries(t *testing.T) {
+	raw := []byte(`{"type":"hydrate","conversation":[],"transcripts":[],"hub":[{"type":"hubEvent","from":"a","kind":"k","ts":1},{"from":"b","kind":"k","ts":2},{"type":"reply","text":"x"},{},7],"truncated":false}`)
+	got := hubEntries(raw)
+	want := []string{`{"type":"hubEvent","from":"a","kind":"k","ts":1}`, `{"type":"hubEvent","from":"b","kind":"k","ts":2}`, `{"type":"hubEvent"}`}
+	if len(got) != len(want) {
+		t.Fatalf("hubEntries = %q, want %q", got, want)
+	}
+	for i := range want {
+		if string(got[i]) != want[i] {
+			t.Errorf("entry %d = %s, want %s", i, got[i], want[i])
+		}
 	}
 }

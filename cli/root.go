@@ -4,11 +4,15 @@ package cli
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"os"
+	"regexp"
 
 	"github.com/spf13/cobra"
+
+	"github.com/agents-fleet/fleet/config"
 )
 
 // Version is set at build time with -ldflags "-X github.com/agents-fleet/fleet/cli.Version=…".
@@ -18,6 +22,9 @@ var Version = "dev"
 type exitError struct {
 	code int
 	err  error
+	// cmd, when set, makes it a usage error of cmd: Execute prints the
+	// command's path, the error and its usage line.
+	cmd *cobra.Command
 }
 
 func (e *exitError) Error() string { return e.err.Error() }
@@ -35,7 +42,8 @@ fleet events, fleet send, or any program that speaks NDJSON).`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
-	root.AddCommand(newRunCmd(), newLsCmd(), newAttachCmd(), newEventsCmd(), newSendCmd(), newSessionsCmd(), newWorktreesCmd(), newWorkersCmd(), newDiffCmd(), newLogCmd(), newMergeCmd(), newApplyCmd(), newPRCmd(), newIntelCmd(), newExperimentCmd(), newRootCmd(), newHubCmd(), newConsoleCmd(), newDoctorCmd(), newVersionCmd())
+	root.AddCommand(newRunCmd(), newLsCmd(), newAttachCmd(), newEventsCmd(), newSendCmd(), newPendingCmd(), newAnswerCmd(), newSessionsCmd(), newWorktreesCmd(), newWorkersCmd(), newDiffCmd(), newLogCmd(), newMergeCmd(), newApplyCmd(), newPRCmd(), newIntelCmd(), newExperimentCmd(), newRootCmd(), newHubCmd(), newConsoleCmd(), newDoctorCmd(), newVersionCmd())
+	argsWithUsage(root)
 	return root
 }
 
@@ -51,7 +59,13 @@ func newVersionCmd() *cobra.Command {
 	}
 }
 
-// Execute runs the command line and returns the process exit code.
+// unknownCommand is cobra's error for a subcommand fleet does not have.
+var unknownCommand = regexp.MustCompile(`^unknown command "(.*?)" for "fleet"`)
+
+// Execute runs the command line and returns the process exit code: 0
+// success, 2 a usage error (a bad flag, argument or config.json, refused
+// before anything started), 1 any other failure; some commands document
+// more (fleet root, fleet answer).
 func Execute(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	root := NewRootCmd()
 	root.SetArgs(args)
@@ -62,11 +76,30 @@ func Execute(ctx context.Context, args []string, stdin io.Reader, stdout, stderr
 	if err == nil {
 		return 0
 	}
-	fmt.Fprintln(stderr, "fleet:", err)
-	if ee, ok := err.(*exitError); ok {
+	if m := unknownCommand.FindStringSubmatch(err.Error()); m != nil {
+		err = unknownCommandErr(root, m[1])
+	}
+	var ee *exitError
+	if errors.As(err, &ee) && ee.cmd != nil {
+		fmt.Fprintf(stderr, "%s: %v\nusage: %s\n", ee.cmd.CommandPath(), ee.err, usageLine(ee.cmd))
 		return ee.code
 	}
+	fmt.Fprintln(stderr, "fleet:", err)
+	switch {
+	case ee != nil:
+		return ee.code
+	case errors.As(err, new(*config.FileError)):
+		return exitUsage
+	}
 	return 1
+}
+
+// usageLine is cmd's usage line; a group of subcommands shows [command].
+func usageLine(cmd *cobra.Command) string {
+	if !cmd.Runnable() && cmd.HasAvailableSubCommands() {
+		return cmd.CommandPath() + " [command]"
+	}
+	return cmd.UseLine()
 }
 
 // Main is the binary's entry point.

@@ -41,11 +41,6 @@ func usageErr(format string, args ...any) error {
 	return &exitError{code: exitUsage, err: fmt.Errorf(format, args...)}
 }
 
-// flagUsageErr makes cobra's flag parsing errors usage errors (exit 2).
-func flagUsageErr(cmd *cobra.Command, err error) error {
-	return &exitError{code: exitUsage, err: err}
-}
-
 // optionality of a per-action flag.
 type need int
 

@@ -182,7 +182,7 @@ func runFleet(cmd *cobra.Command, o runOptions, prompt string) error {
 	}
 
 	opts := daemon.Options{
-		Home: home, File: file, Switches: sw, Cwd: cwd, Name: name,
+		Home: home, File: file, Switches: sw, Cwd: cwd, Name: name, NameGiven: flags.Changed("name"),
 		Provider: o.provider, Model: o.model, Resume: o.resume,
 		NativeRoot: o.nativeRoot, NoNativeRoot: o.noNativeRoot, Prompt: prompt,
 		RequestTTL: o.requestTTL, StatusEvery: o.statusEvery, LogLevel: level,

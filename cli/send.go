@@ -34,8 +34,15 @@ TEXT "-" reads the prompt from stdin (at most 1 MiB). Slash commands such as
 /pause or /tasks are prompts too: the fleet answers them.
 
 --wait-reply also waits for the fleet's next reply after the prompt and prints
-its text. --timeout bounds the whole command (connecting, acceptance and the
-reply); 0 waits forever.
+its text. When the fleet marks that reply as an error (an unknown command,
+task or worker, bad arguments, a refusal: reply.isError), its text goes to
+stderr instead and the exit status is 1. /answer, /yes and /no are the line
+console's commands, not the fleet's: fleet answer ID ANSWER answers a request.
+--timeout bounds the whole command (connecting, acceptance and the reply); 0
+waits forever.
+
+Exit status: 0 when the fleet accepted the prompt (and, with --wait-reply,
+did not reply with an error), 1 otherwise, 2 for a usage error.
 
 ` + fleetArgHelp,
 		Example: `  fleet send "run the test suite and fix what fails"
@@ -45,7 +52,7 @@ reply); 0 waits forever.
 		Args: cobra.RangeArgs(1, 2),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if timeout < 0 {
-				return fmt.Errorf("--timeout must not be negative")
+				return commandUsageErr(cmd, "--timeout must not be negative")
 			}
 			text := args[len(args)-1]
 			if text == "-" {
@@ -55,7 +62,7 @@ reply); 0 waits forever.
 				}
 			}
 			if strings.TrimSpace(text) == "" {
-				return errors.New("the prompt is empty")
+				return commandUsageErr(cmd, "the prompt is empty")
 			}
 			ctx := cmd.Context()
 			if timeout > 0 {
@@ -69,15 +76,17 @@ reply); 0 waits forever.
 			}
 			defer conn.Close()
 			reply, err := sendPrompt(ctx, conn, text, waitReply, timeout)
-			if err != nil {
+			if err != nil || !waitReply {
 				return err
 			}
-			if waitReply {
-				if !strings.HasSuffix(reply, "\n") {
-					reply += "\n"
-				}
-				_, err = io.WriteString(cmd.OutOrStdout(), reply)
+			if reply.IsError != nil && *reply.IsError {
+				return &exitError{code: 1, err: errors.New(strings.TrimRight(reply.Text, "\n"))}
 			}
+			out := reply.Text
+			if !strings.HasSuffix(out, "\n") {
+				out += "\n"
+			}
+			_, err = io.WriteString(cmd.OutOrStdout(), out)
 			return err
 		},
 	}
@@ -100,15 +109,16 @@ func readPrompt(r io.Reader) (string, error) {
 }
 
 // sendPrompt sends text and waits for its echo, then, with waitReply, for the
-// next live reply, whose text it returns. An error frame is returned as an
-// error with the fleet's message. timeout is only for messages: ctx carries it.
-func sendPrompt(ctx context.Context, conn *client.Conn, text string, waitReply bool, timeout time.Duration) (string, error) {
+// next live reply, which it returns (nil without waitReply). An error frame
+// is returned as an error with the fleet's message. timeout is only for
+// messages: ctx carries it.
+func sendPrompt(ctx context.Context, conn *client.Conn, text string, waitReply bool, timeout time.Duration) (*protocol.Reply, error) {
 	stop := context.AfterFunc(ctx, func() { conn.Close() })
 	defer stop()
 
 	id := client.NewRequestID()
 	if err := conn.Send(&protocol.Prompt{Text: text, RequestID: id}); err != nil {
-		return "", timeoutError(ctx, timeout, "sending the prompt", err)
+		return nil, timeoutError(ctx, timeout, "sending the prompt", err)
 	}
 	accepted := false
 	for {
@@ -123,29 +133,29 @@ func sendPrompt(ctx context.Context, conn *client.Conn, text string, waitReply b
 				what, before = "for the reply", "before replying"
 			}
 			if ctx.Err() != nil {
-				return "", timeoutError(ctx, timeout, "waiting "+what, ctx.Err())
+				return nil, timeoutError(ctx, timeout, "waiting "+what, ctx.Err())
 			}
 			if errors.Is(err, io.EOF) {
-				return "", fmt.Errorf("the fleet closed the connection %s", before)
+				return nil, fmt.Errorf("the fleet closed the connection %s", before)
 			}
-			return "", fmt.Errorf("connection to the fleet lost while waiting %s: %w", what, err)
+			return nil, fmt.Errorf("connection to the fleet lost while waiting %s: %w", what, err)
 		}
 		switch m := m.(type) {
 		case *protocol.Error:
 			if !accepted {
-				return "", fmt.Errorf("prompt refused: %s", m.Message)
+				return nil, fmt.Errorf("prompt refused: %s", m.Message)
 			}
-			return "", fmt.Errorf("the fleet reported an error: %s", m.Message)
+			return nil, fmt.Errorf("the fleet reported an error: %s", m.Message)
 		case *protocol.UserMessage:
 			if m.RequestID == id {
 				if !waitReply {
-					return "", nil
+					return nil, nil
 				}
 				accepted = true
 			}
 		case *protocol.Reply:
 			if accepted && !replay {
-				return m.Text, nil
+				return m, nil
 			}
 		}
 	}
