@@ -43,7 +43,6 @@ const (
 	// oldest output frames (transcript, toolCall) are dropped and counted;
 	// requests and everything else are kept.
 	maxBuffered  = 20000
-	scanEvery    = 2 * time.Second
 	redialMin    = 250 * time.Millisecond
 	redialMax    = 10 * time.Second
 	dialDeadline = 15 * time.Second
@@ -52,14 +51,17 @@ const (
 	maxRunOutput = 64 << 10
 )
 
+// errStopped is what the header says while the wanted fleet is not in the
+// registry.
+var errStopped = errors.New("the fleet stopped; waiting for it to start again")
+
 // Run runs the console until the operator quits or ctx ends.
 func Run(ctx context.Context, cfg Config) error {
 	entries, err := registry.Live(cfg.RegistryDir)
 	if err != nil {
 		return err
 	}
-	a := &app{cfg: cfg, model: New(Options{NoColor: cfg.NoColor, Notify: cfg.Notify}), wake: make(chan struct{}, 1)}
-	a.setFleets(entries)
+	a := newApp(cfg)
 	switch {
 	case cfg.Selector != "":
 		e, err := registry.Select(entries, cfg.Selector)
@@ -72,19 +74,15 @@ func Run(ctx context.Context, cfg Config) error {
 	case len(entries) == 0:
 		return fmt.Errorf("%w (no live fleet in %s; start one with fleet run --control-socket)", registry.ErrNoFleet, cfg.RegistryDir)
 	}
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	a.ctx = ctx
+	a.listed(entries)
 	if a.want != "" {
 		a.model.Select(a.want)
 	} else {
 		a.model.Key(Key{Text: "F"}) // several fleets, none named: start in the picker
 	}
-	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() { defer wg.Done(); a.connector(ctx) }()
-	wg.Add(1)
-	go func() { defer wg.Done(); a.scanner(ctx) }()
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	wait := a.start(ctx)
 	opts := []tea.ProgramOption{tea.WithContext(ctx), tea.WithFPS(30)}
 	if cfg.In != nil {
 		opts = append(opts, tea.WithInput(cfg.In))
@@ -97,32 +95,54 @@ func Run(ctx context.Context, cfg Config) error {
 	}
 	_, err = tea.NewProgram(&program{a: a}, opts...).Run()
 	cancel()
-	wg.Wait()
-	a.runs.Wait()
+	wait()
 	if errors.Is(err, tea.ErrProgramKilled) && ctx.Err() != nil {
 		return nil
 	}
 	return err
 }
 
-// app is shared by the Bubble Tea loop and the connector. The model is
-// touched only by the Bubble Tea loop; the connector hands it frames and
-// connection events through mu.
+// app is shared by the Bubble Tea loop, the connector and the watcher. The
+// model is touched only by the Bubble Tea loop; the others hand it frames
+// and connection events through mu.
 type app struct {
 	cfg   Config
 	ctx   context.Context
 	model *Model
 
-	mu      sync.Mutex
-	want    string     // the fleet the operator wants attached
-	refs    []FleetRef // the live fleets last handed to the model
-	frames  []buffered
-	events  []func(*Model) // connection changes, in order
-	dropped int
-	wake    chan struct{}
-	conn    *client.Conn
-	out     chan protocol.Message // to the writer of conn
-	runs    sync.WaitGroup        // commands run for RunFleet
+	mu       sync.Mutex
+	want     string              // the fleet the operator wants attached
+	wantDesc registry.Descriptor // its descriptor as last listed; zero until it was
+	lastSeen time.Time           // when it was last listed live
+	live     []registry.Entry    // the last listing of the live fleets
+	retryNow bool                // the operator picked a fleet: dial it now, back-off or not
+	refs     []FleetRef          // the live fleets last handed to the model
+	frames   []buffered
+	events   []func(*Model) // connection changes, in order
+	dropped  int
+	wake     chan struct{}
+	conn     *client.Conn
+	out      chan protocol.Message // to the writer of conn
+	stopDial context.CancelFunc    // cancels the dial under way, if any
+	runs     sync.WaitGroup        // commands run for RunFleet
+}
+
+func newApp(cfg Config) *app {
+	return &app{cfg: cfg, model: New(Options{NoColor: cfg.NoColor, Notify: cfg.Notify}), wake: make(chan struct{}, 1)}
+}
+
+// start runs the connector and the registry watcher until ctx ends; the
+// returned func waits for them and for the commands run for RunFleet.
+func (a *app) start(ctx context.Context) (wait func()) {
+	a.ctx = ctx
+	var wg sync.WaitGroup
+	wg.Add(2)
+	go func() { defer wg.Done(); a.connector(ctx) }()
+	go func() { defer wg.Done(); a.watcher(ctx) }()
+	return func() {
+		wg.Wait()
+		a.runs.Wait()
+	}
 }
 
 type buffered struct {
@@ -146,20 +166,63 @@ func (a *app) setFleets(entries []registry.Entry) {
 	}
 }
 
-// scanner keeps the picker's list current while a fleet is attached (the
-// connector only lists the registry between connections).
-func (a *app) scanner(ctx context.Context) {
-	t := time.NewTicker(scanEvery)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
+// listed takes a fresh listing of the live fleets (from the watcher or the
+// connector). The picker gets it; and when the wanted fleet has left the
+// registry and its successor is listed (the fleet restarted), the
+// successor becomes the wanted fleet at once, whatever back-off the old
+// one had reached.
+func (a *app) listed(entries []registry.Entry) {
+	a.setFleets(entries)
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.live = entries
+	if a.want == "" {
+		return
+	}
+	for _, e := range entries {
+		if e.ID == a.want {
+			a.wantDesc, a.lastSeen = e.Descriptor, time.Now()
 			return
-		case <-t.C:
-			if entries, err := registry.Live(a.cfg.RegistryDir); err == nil {
-				a.setFleets(entries)
-			}
 		}
+	}
+	if a.wantDesc.ID != a.want {
+		return // never listed: nothing to follow it by
+	}
+	next, ok := successor(a.wantDesc, a.lastSeen, entries)
+	if !ok {
+		return
+	}
+	id := next.ID
+	a.setWantLocked(id)
+	a.events = append(a.events, func(m *Model) { m.Select(id) })
+}
+
+// switchTo asks the connector for another fleet, now.
+func (a *app) switchTo(id string) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.retryNow = true
+	a.setWantLocked(id)
+}
+
+// setWantLocked makes id the wanted fleet: the connection or dial to
+// another ends and the connector wakes. a.mu must be held.
+func (a *app) setWantLocked(id string) {
+	a.want, a.wantDesc = id, registry.Descriptor{}
+	for _, e := range a.live {
+		if e.ID == id {
+			a.wantDesc, a.lastSeen = e.Descriptor, time.Now()
+		}
+	}
+	if a.conn != nil {
+		a.conn.Close()
+	}
+	if a.stopDial != nil {
+		a.stopDial()
+	}
+	select {
+	case a.wake <- struct{}{}:
+	default:
 	}
 }
 
@@ -189,20 +252,6 @@ func (a *app) push(id string, m protocol.Message, replay bool) {
 			kept = append(kept, f)
 		}
 		a.frames = kept
-	}
-}
-
-// switchTo asks the connector for another fleet.
-func (a *app) switchTo(id string) {
-	a.mu.Lock()
-	a.want = id
-	if a.conn != nil {
-		a.conn.Close()
-	}
-	a.mu.Unlock()
-	select {
-	case a.wake <- struct{}{}:
-	default:
 	}
 }
 
@@ -241,60 +290,67 @@ func (a *app) writer(id string, c *client.Conn, out <-chan protocol.Message, don
 }
 
 // connector keeps the wanted fleet attached: it dials, reads until the
-// connection ends, and dials again with back-off. A fleet that restarted
-// has a new id: the same name and folder are followed to it.
+// connection ends, and dials again with back-off (250 ms doubling to 10 s,
+// from the start again after a connection that was up). While the fleet is
+// not in the registry it waits for it; listed switches it to a successor.
 func (a *app) connector(ctx context.Context) {
 	backoff := redialMin
-	var last registry.Descriptor
+	var failed string     // the fleet whose last attach ended or failed
+	var retryAt time.Time // when failed may be dialled again
+	shown := ""           // the fleet last shown as stopped
 	for ctx.Err() == nil {
+		if entries, err := registry.Live(a.cfg.RegistryDir); err == nil {
+			a.listed(entries)
+		}
 		a.mu.Lock()
-		want := a.want
+		want, live, now := a.want, a.live, a.retryNow
+		a.retryNow = false
 		a.mu.Unlock()
-		entries, _ := registry.Live(a.cfg.RegistryDir)
-		a.setFleets(entries)
-		var target *registry.Entry
-		for i, e := range entries {
-			if e.ID == want {
-				target = &entries[i]
-			}
+		if now {
+			failed = ""
 		}
-		if target == nil && last.ID == want && want != "" {
-			for i, e := range entries {
-				if e.Name == last.Name && e.Cwd == last.Cwd {
-					target = &entries[i] // the same fleet, restarted
-				}
+		i := slices.IndexFunc(live, func(e registry.Entry) bool { return e.ID == want })
+		switch {
+		case want == "":
+			shown = ""
+			if !a.sleep(ctx, rescanEvery) {
+				return
 			}
-			if target != nil {
-				id := target.ID
-				a.mu.Lock()
-				a.want = id
-				a.mu.Unlock()
-				a.event(func(m *Model) { m.Select(id) })
+			continue
+		case i < 0:
+			if shown != want {
+				shown = want
+				a.event(func(m *Model) { m.Disconnected(want, errStopped, 0) })
 			}
-		}
-		if want == "" || target == nil {
-			if want != "" {
-				a.event(func(m *Model) { m.Disconnected(want, errors.New("the fleet is not running"), scanEvery) })
+			if !a.sleep(ctx, rescanEvery) {
+				return
 			}
-			if !a.sleep(ctx, scanEvery) {
+			continue
+		case want == failed && time.Now().Before(retryAt):
+			if !a.sleep(ctx, time.Until(retryAt)) {
 				return
 			}
 			continue
 		}
-		last = target.Descriptor
-		err := a.attach(ctx, target.Descriptor)
+		shown = ""
+		attached, err := a.attach(ctx, live[i].Descriptor)
 		if ctx.Err() != nil {
 			return
 		}
-		id := target.ID
-		a.event(func(m *Model) { m.Disconnected(id, err, backoff) })
-		if !a.sleep(ctx, backoff) {
-			return
+		a.mu.Lock()
+		still := a.want == want
+		a.mu.Unlock()
+		if !still {
+			failed = "" // switched or followed: the next fleet is dialled now
+			continue
 		}
-		backoff = min(backoff*2, redialMax)
-		if err == nil {
+		if attached || want != failed {
 			backoff = redialMin
 		}
+		failed, retryAt = want, time.Now().Add(backoff)
+		retry := backoff
+		a.event(func(m *Model) { m.Disconnected(want, err, retry) })
+		backoff = min(backoff*2, redialMax)
 	}
 }
 
@@ -310,23 +366,36 @@ func (a *app) sleep(ctx context.Context, d time.Duration) bool {
 	return true
 }
 
-// attach reads one connection to d until it ends; nil when it was attached
-// and then closed.
-func (a *app) attach(ctx context.Context, d registry.Descriptor) error {
+// attach reads one connection to d until it ends. attached says whether it
+// got as far as the welcome; err is nil when the operator (or a followed
+// restart) wanted another fleet before that.
+func (a *app) attach(ctx context.Context, d registry.Descriptor) (attached bool, err error) {
 	if err := registry.Validate(d); err != nil {
-		return err
+		return false, err
 	}
 	dctx, cancel := context.WithTimeout(ctx, dialDeadline)
-	c, err := client.Dial(dctx, d, client.Options{ClientKind: protocol.ClientOther, ClientName: "console"})
-	cancel()
-	if err != nil {
-		return err
-	}
 	a.mu.Lock()
 	if a.want != d.ID {
 		a.mu.Unlock()
-		c.Close()
-		return nil
+		cancel()
+		return false, nil
+	}
+	a.stopDial = cancel
+	a.mu.Unlock()
+	c, err := client.Dial(dctx, d, client.Options{ClientKind: protocol.ClientOther, ClientName: "console"})
+	cancel()
+	a.mu.Lock()
+	a.stopDial = nil
+	if a.want != d.ID {
+		a.mu.Unlock()
+		if c != nil {
+			c.Close()
+		}
+		return false, nil
+	}
+	if err != nil {
+		a.mu.Unlock()
+		return false, err
 	}
 	out, done := make(chan protocol.Message, sendQueue), make(chan struct{})
 	a.conn, a.out = c, out
@@ -353,9 +422,9 @@ func (a *app) attach(ctx context.Context, d registry.Descriptor) error {
 			a.mu.Unlock()
 			c.Close()
 			if errors.Is(err, io.EOF) {
-				return errors.New("the fleet closed the connection")
+				return true, errors.New("the fleet closed the connection")
 			}
-			return err
+			return true, err
 		}
 		a.push(d.ID, m, replay)
 	}

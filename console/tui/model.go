@@ -11,6 +11,7 @@ package tui
 import (
 	"crypto/rand"
 	"encoding/hex"
+	"slices"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -184,12 +185,13 @@ func (m *Model) Alerts() []string {
 }
 
 // SetFleets replaces the list of known fleets, keeping the state of those
-// still listed (by ID) and dropping the others.
+// still listed (by ID) and dropping the others. The selected fleet stays
+// selected even when it is no longer listed: it stopped, and the app
+// either follows it to its successor or shows it as stopped; jumping to
+// another fleet would show one the app is not attached to.
 func (m *Model) SetFleets(refs []FleetRef) {
 	m.refs = append([]FleetRef(nil), refs...)
-	keep := make(map[string]bool, len(refs))
 	for _, r := range refs {
-		keep[r.ID] = true
 		f := m.fleets[r.ID]
 		if f == nil {
 			f = newFleet(r.ID)
@@ -197,19 +199,21 @@ func (m *Model) SetFleets(refs []FleetRef) {
 		}
 		f.ref = r
 	}
+	if m.sel == "" && len(refs) > 0 {
+		m.sel = refs[0].ID
+		m.resetFleetUI()
+	}
+	m.prune()
+	m.pickerSel = min(m.pickerSel, max(len(m.refs)-1, 0))
+}
+
+// prune drops the fleets that are neither listed nor selected.
+func (m *Model) prune() {
 	for id := range m.fleets {
-		if !keep[id] {
+		if id != m.sel && !slices.ContainsFunc(m.refs, func(r FleetRef) bool { return r.ID == id }) {
 			delete(m.fleets, id)
 		}
 	}
-	if _, ok := m.fleets[m.sel]; !ok {
-		m.sel = ""
-		if len(refs) > 0 {
-			m.sel = refs[0].ID
-		}
-		m.resetFleetUI()
-	}
-	m.pickerSel = min(m.pickerSel, max(len(m.refs)-1, 0))
 }
 
 // Select makes id the current fleet.
@@ -220,6 +224,7 @@ func (m *Model) Select(id string) {
 	m.fleetFor(id)
 	m.sel = id
 	m.resetFleetUI()
+	m.prune()
 }
 
 // Selected returns the current fleet's ID.
@@ -265,10 +270,16 @@ func (m *Model) Disconnected(id string, err error, retryIn time.Duration) {
 // (between welcome and replayEnd): folded the same way, without alerts or
 // dismissal notices.
 func (m *Model) Apply(id string, msg protocol.Message, replay bool) {
-	f := m.fleetFor(id)
+	f := m.fleets[id]
+	if f == nil && id != m.sel {
+		return // a fleet left behind (followed to its successor, or dropped from the registry)
+	}
+	f = m.fleetFor(id)
 	now := m.now()
 	f.lastFrame = now
-	switch v := asPointer(msg).(type) {
+	msg = asPointer(msg)
+	m.foldDiff(id, msg, replay)
+	switch v := msg.(type) {
 	case *protocol.Welcome:
 		f.welcome = v
 	case *protocol.UserMessage:

@@ -573,10 +573,30 @@ func TestSetFleetsKeepsStateByID(t *testing.T) {
 	if m.Selected() != "f1" || len(m.cur().pending) != 2 {
 		t.Errorf("selected %q, pending %d", m.Selected(), len(m.cur().pending))
 	}
+	// The selected fleet left the registry (it stopped): it stays selected,
+	// shown as stopped, rather than the console jumping to a fleet it is
+	// not attached to; a fleet that is neither listed nor selected goes.
 	m.SetFleets([]FleetRef{{ID: "f0", Name: "new"}})
-	if m.Selected() != "f0" || m.fleets["f1"] != nil {
-		t.Errorf("a fleet gone from the registry is kept: selected %q", m.Selected())
+	m.Disconnected("f1", errStopped, 0)
+	if m.Selected() != "f1" || m.fleets["f2"] != nil {
+		t.Errorf("after f1 stopped: selected %q, f2 kept %v", m.Selected(), m.fleets["f2"] != nil)
 	}
+	s := screen(m, viewWorkers, 100, 24)
+	mustContain(t, s, "fleet api-overhaul", "RECONNECTING…: the fleet stopped; waiting for it to start again")
+	mustNotContain(t, s, "fleet new", "CONNECTING ")
+	// Following it to its successor drops the stopped one.
+	m.Select("f0")
+	if m.fleets["f1"] != nil {
+		t.Error("the stopped fleet is kept after the console moved on")
+	}
+	mustContain(t, screen(m, viewWorkers, 100, 24), "fleet new", "CONNECTING", "connecting to new…")
+	// Frames the old connection still delivers do not bring it back (its
+	// requests would count as waiting in another fleet).
+	m.Apply("f1", askReq(), false)
+	if m.fleets["f1"] != nil {
+		t.Error("a frame of the stopped fleet brought it back")
+	}
+	mustNotContain(t, screen(m, viewWorkers, 100, 24), "waiting in other fleets")
 }
 
 // The header shows how much of the session's token budget is used.

@@ -1,0 +1,263 @@
+package tui
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/agents-fleet/fleet/controlsock"
+	"github.com/agents-fleet/fleet/protocol"
+	"github.com/agents-fleet/fleet/registry"
+)
+
+// The app's connector against real fleets: control sockets served by
+// controlsock in this process, announced by real descriptors in a registry
+// directory, stopped the way fleet run stops (descriptor first, then the
+// socket).
+
+// followBound is the product's promise: a restarted fleet is attached
+// within this long of its descriptor appearing.
+const followBound = 5 * time.Second
+
+type nopBackend struct{}
+
+func (nopBackend) Prompt(*protocol.UserMessage)             {}
+func (nopBackend) AnswerConfirm(string, bool, string) error { return nil }
+func (nopBackend) AnswerAsk(string, string, string) error   { return nil }
+func (nopBackend) Native(context.Context, *protocol.NativeRequest) protocol.NativeResult {
+	return protocol.NativeResult{Kind: protocol.NativeKindError, Code: "test", Message: "no native root here"}
+}
+
+type testFleet struct {
+	desc registry.Descriptor
+	home string
+	stop func() // unregisters, then shuts the socket down
+}
+
+// fleetHome is a short fleet home (socket paths must fit sun_path) with
+// its registry directory.
+func fleetHome(t *testing.T) (home, regDir string) {
+	t.Helper()
+	home, err := os.MkdirTemp("", "tui")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(home) })
+	return home, filepath.Join(home, "sockets")
+}
+
+// startFleet serves a control socket for a fleet named name in folder cwd,
+// whose session is sid, and registers it.
+func startFleet(t *testing.T, home, name, cwd, sid string) *testFleet {
+	t.Helper()
+	id, err := registry.NewID(os.Getpid())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := registry.EnsurePrivateDir(registry.ControlDir(home)); err != nil {
+		t.Fatal(err)
+	}
+	token, err := registry.WriteToken(registry.TokenPath(home, id))
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := controlsock.New(controlsock.Config{Token: token, Backend: nopBackend{},
+		Welcome: protocol.Welcome{SessionID: sid, SessionName: name, Cwd: cwd}})
+	ln, err := controlsock.Listen(registry.SocketPath(home, id))
+	if err != nil {
+		t.Fatal(err)
+	}
+	served := make(chan struct{})
+	go func() { srv.Serve(ln); close(served) }()
+	f := &testFleet{home: home, desc: registry.Descriptor{
+		SchemaVersion: registry.SchemaVersion, ID: id, PID: os.Getpid(), Name: name, Cwd: cwd,
+		SocketPath: registry.SocketPath(home, id), TokenPath: registry.TokenPath(home, id),
+		FleetHome: home, StartedAt: time.Now().UnixMilli(), ProtocolVersion: registry.ProtocolVersion,
+	}}
+	regDir := filepath.Join(home, "sockets")
+	var once sync.Once
+	f.stop = func() {
+		once.Do(func() {
+			if err := registry.Remove(regDir, id); err != nil {
+				t.Error(err)
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			srv.Shutdown(ctx)
+			<-served
+			os.Remove(f.desc.TokenPath)
+		})
+	}
+	t.Cleanup(f.stop)
+	if _, err := registry.Write(regDir, f.desc); err != nil {
+		t.Fatal(err)
+	}
+	return f
+}
+
+// runApp runs the connector and the watcher of a console that wants fleet
+// want, as Run does without the terminal; the test goroutine owns the
+// model (through drain).
+func runApp(t *testing.T, regDir, want string) *app {
+	t.Helper()
+	entries, err := registry.Live(regDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := newApp(Config{RegistryDir: regDir, NoColor: true})
+	a.want = want
+	a.listed(entries)
+	a.model.Select(want)
+	ctx, cancel := context.WithCancel(context.Background())
+	wait := a.start(ctx)
+	t.Cleanup(func() { cancel(); wait() })
+	return a
+}
+
+// waitModel folds what the app buffered until cond holds (it may fail the
+// test at once) and returns when it did.
+func waitModel(t *testing.T, a *app, what string, cond func(m *Model) bool) time.Time {
+	t.Helper()
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		a.drain()
+		if cond(a.model) {
+			return time.Now()
+		}
+		if time.Now().After(deadline) {
+			a.model.Resize(100, 12)
+			t.Fatalf("timed out waiting for %s; the console shows:\n%s", what, a.model.View())
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// attachedTo says whether the console shows fleet f attached, in session sid.
+func attachedTo(f *testFleet, sid string) func(m *Model) bool {
+	return func(m *Model) bool {
+		c := m.cur()
+		return m.Selected() == f.desc.ID && c != nil && c.conn == connUp && c.welcome != nil && c.welcome.SessionID == sid
+	}
+}
+
+// TestConsoleFollowsRestartedFleet: a fleet stopped and started again in
+// its folder, six times over, with an unrelated fleet listed first. While
+// it is down the console shows it stopped (never the unrelated fleet), and
+// each new fleet is attached within followBound of its descriptor
+// appearing, however many reconnects came before.
+func TestConsoleFollowsRestartedFleet(t *testing.T) {
+	home, regDir := fleetHome(t)
+	repo, elsewhere := t.TempDir(), t.TempDir()
+	other := startFleet(t, home, "other", elsewhere, "s-other")
+	cur := startFleet(t, home, "repo3", repo, "s-0")
+	a := runApp(t, regDir, cur.desc.ID)
+	waitModel(t, a, "the first fleet attached", attachedTo(cur, "s-0"))
+
+	notOther := func(m *Model) {
+		if m.Selected() == other.desc.ID {
+			t.Fatalf("the console switched to the unrelated fleet %s", other.desc.ID)
+		}
+	}
+	var worst time.Duration
+	for round := 1; round <= 6; round++ {
+		cur.stop()
+		old := cur.desc.ID
+		waitModel(t, a, "the stopped fleet shown as down", func(m *Model) bool {
+			notOther(m)
+			c := m.cur()
+			return m.Selected() == old && c != nil && c.conn == connDown
+		})
+		sid := "s-" + string(rune('0'+round))
+		cur = startFleet(t, home, "repo3", repo, sid) // without --resume: a new session
+		registered := time.Now()
+		at := waitModel(t, a, "the restarted fleet attached", func(m *Model) bool {
+			notOther(m)
+			return attachedTo(cur, sid)(m)
+		})
+		took := at.Sub(registered)
+		worst = max(worst, took)
+		if took > followBound {
+			t.Errorf("round %d: attached %v after the descriptor appeared, want under %v", round, took, followBound)
+		}
+	}
+	t.Logf("slowest re-attach after the descriptor appeared: %v", worst)
+	a.model.Resize(100, 12)
+	mustContain(t, a.model.View(), "fleet repo3", "session s-6")
+	mustNotContain(t, a.model.View(), "RECONNECTING", "CONNECTING")
+}
+
+// TestConsoleFollowsByFolder: the successor is found by folder. A fleet
+// already running beside the stopped one under another name is not it; a
+// fleet started afterwards in the same folder is, even under another name
+// (a resumed session keeps its own) and even when its folder is reached
+// through a symlink.
+func TestConsoleFollowsByFolder(t *testing.T) {
+	home, regDir := fleetHome(t)
+	repo := t.TempDir()
+	link := filepath.Join(t.TempDir(), "via-link")
+	if err := os.Symlink(repo, link); err != nil {
+		t.Fatal(err)
+	}
+	cur := startFleet(t, home, "repo3", repo, "s-a")
+	sibling := startFleet(t, home, "repo3-2", repo, "s-sibling")
+	a := runApp(t, regDir, cur.desc.ID)
+	waitModel(t, a, "the first fleet attached", attachedTo(cur, "s-a"))
+
+	cur.stop()
+	old := cur.desc.ID
+	waitModel(t, a, "the stopped fleet shown as stopped", func(m *Model) bool {
+		if m.Selected() == sibling.desc.ID {
+			t.Fatalf("the console followed a fleet that ran beside the stopped one")
+		}
+		c := m.cur()
+		return m.Selected() == old && c != nil && c.conn == connDown && strings.Contains(c.connErr, "stopped")
+	})
+	next := startFleet(t, home, "older-session", link, "s-resumed")
+	waitModel(t, a, "the fleet started in the folder attached", attachedTo(next, "s-resumed"))
+}
+
+func TestSuccessor(t *testing.T) {
+	dir := t.TempDir()
+	link := filepath.Join(t.TempDir(), "link")
+	if err := os.Symlink(dir, link); err != nil {
+		t.Fatal(err)
+	}
+	seen := time.UnixMilli(10_000)
+	lost := registry.Descriptor{ID: "1-lost", Name: "repo3", Cwd: dir, StartedAt: 5_000}
+	entry := func(id, name, cwd string, started int64) registry.Entry {
+		return registry.Entry{Descriptor: registry.Descriptor{ID: id, Name: name, Cwd: cwd, StartedAt: started}, Alive: true}
+	}
+	cases := []struct {
+		name    string
+		entries []registry.Entry
+		want    string
+	}{
+		{"none", nil, ""},
+		{"restart, same name", []registry.Entry{entry("2-new", "repo3", dir, 11_000)}, "2-new"},
+		{"same name started before the loss was seen", []registry.Entry{entry("2-new", "repo3", dir, 9_000)}, "2-new"},
+		{"same name, older than the lost fleet", []registry.Entry{entry("2-old", "repo3", dir, 4_000)}, ""},
+		{"other name, ran beside it", []registry.Entry{entry("2-sib", "repo3-2", dir, 6_000)}, ""},
+		{"other name, started after", []registry.Entry{entry("2-res", "demo", dir, 10_500)}, "2-res"},
+		{"other folder", []registry.Entry{entry("2-else", "repo3", t.TempDir(), 11_000)}, ""},
+		{"through a symlink", []registry.Entry{entry("2-link", "repo3", link, 11_000)}, "2-link"},
+		{"the lost fleet itself", []registry.Entry{entry("1-lost", "repo3", dir, 5_000)}, ""},
+		{"same name wins over newer", []registry.Entry{entry("2-same", "repo3", dir, 11_000), entry("3-other", "demo", dir, 12_000)}, "2-same"},
+		{"newest of the same name", []registry.Entry{entry("2-a", "repo3", dir, 11_000), entry("3-b", "repo3", dir, 12_000)}, "3-b"},
+	}
+	for _, c := range cases {
+		got, ok := successor(lost, seen, c.entries)
+		if c.want == "" && ok || c.want != "" && got.ID != c.want {
+			t.Errorf("%s: successor %q (%v), want %q", c.name, got.ID, ok, c.want)
+		}
+	}
+	if _, ok := successor(registry.Descriptor{ID: "1-x", Name: "repo3"}, seen, []registry.Entry{entry("2-new", "repo3", dir, 11_000)}); ok {
+		t.Error("a fleet with no folder has a successor")
+	}
+	if _, ok := successor(lost, time.Time{}, []registry.Entry{entry("2-res", "demo", dir, 10_500)}); ok {
+		t.Error("never seen live, yet a fleet of another name was taken for its successor")
+	}
+}
