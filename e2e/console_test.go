@@ -122,15 +122,14 @@ func (c *tmuxConsole) waitScreen(what string, ok func(string) bool) string {
 	}
 }
 
-// submit types a prompt line and sends it, then leaves the line (waiting
-// for that, so the next key is not read as alt+key after the escape).
+// submit types a prompt line and sends it with Enter, which gives the
+// keys back to the views (the line says so).
 func (c *tmuxConsole) submit(text string) {
 	c.t.Helper()
 	c.keys(":")
-	c.waitText("esc leave") // the line has the focus (the hint below is gone)
+	c.waitText("keys go to the prompt") // the line has the focus
 	c.typeText(text)
 	c.keys("Enter")
-	c.keys("Escape")
 	c.waitText("press : to type")
 }
 
@@ -180,8 +179,12 @@ func TestConsoleOperatesFleetsInTmux(t *testing.T) {
 	c.waitText("following")
 	c.keys("Escape")
 	c.waitText("enter transcript")
-	// Its diff, as the fleet replies with it.
+	// Its diff, in the Workers view, and as the fleet's reply.
 	c.keys("d")
+	c.waitText("w1 · diff")
+	c.waitText("+hello")
+	c.keys("Escape")
+	c.waitText("enter transcript")
 	c.keys("6")
 	c.waitText("hello.txt")
 	// Merge it, with the confirmation step.
@@ -275,3 +278,130 @@ func sessionOf(t *testing.T, d *daemon) string {
 	t.Fatalf("no session id in the fleet's log:\n%s", d.stderr)
 	return ""
 }
+
+// interrupt stops d as Ctrl-C in its terminal would (SIGINT) and waits for
+// a clean exit.
+func interrupt(t *testing.T, d *daemon) {
+	t.Helper()
+	d.cmd.Process.Signal(os.Interrupt)
+	select {
+	case <-d.done:
+		if d.err != nil {
+			t.Fatalf("fleet exited with %v\n%s", d.err, d.stderr)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatalf("fleet did not stop on SIGINT\n%s", d.stderr)
+	}
+}
+
+// repoEnv is a fleet home and a git repository named repo3 to run in.
+func repoEnv(t *testing.T) *env {
+	t.Helper()
+	e := newEnv(t)
+	e.cwd = filepath.Join(t.TempDir(), "repo3")
+	if err := os.Mkdir(e.cwd, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	e.gitRepo()
+	return e
+}
+
+// TestConsoleDiffPaneInTmux: a prompt sent from the prompt line gives the
+// keys back (a view key right after Enter switches the view), and d on a
+// worker shows its diff in the Workers view, scrollable, esc back to the
+// table.
+func TestConsoleDiffPaneInTmux(t *testing.T) {
+	e := repoEnv(t)
+	f := e.start("--control-socket")
+	c := startConsole(t, e, 100, 30)
+	c.waitText("fleet repo3")
+	c.submit("$ printf 'hello\\n' > hello.txt")
+	c.keys("6") // the keys are the views' again: 6 is the Conversation
+	c.waitText("you: $ printf")
+	c.keys("1")
+	c.waitScreen("w1 completed", func(s string) bool { return strings.Contains(s, "▸ w1") && strings.Contains(s, "completed") })
+	c.keys("d")
+	scr := c.waitScreen("the diff pane", func(s string) bool {
+		return strings.Contains(s, "w1 · diff") && strings.Contains(s, "+hello")
+	})
+	for _, want := range []string{"diff --git a/hello.txt b/hello.txt", "@@ -0,0 +1 @@", "esc back"} {
+		if !strings.Contains(scr, want) {
+			t.Errorf("the diff pane lacks %q:\n%s", want, scr)
+		}
+	}
+	if strings.Contains(scr, "NAME") {
+		t.Errorf("the diff pane shows the table too:\n%s", scr)
+	}
+	c.keys("Escape")
+	c.waitText("enter transcript")
+	interrupt(t, f)
+}
+
+// TestConsoleFollowsRestartedFleetInTmux: the console attached to a fleet
+// follows it when it is stopped (SIGINT) and a new fleet starts in the
+// same repository, without --resume (a new session) and with it (the same
+// session, its history shown once). In between it shows the stopped fleet
+// as stopped, not another fleet it is not attached to, and it says how
+// long it took from the new fleet's descriptor to the console showing it
+// attached.
+func TestConsoleFollowsRestartedFleetInTmux(t *testing.T) {
+	e := repoEnv(t)
+	// Another fleet, elsewhere, listed first.
+	oe := &env{t: t, home: e.home, cwd: t.TempDir()}
+	other := oe.start("--control-socket", "--name", "other")
+	f := e.start("--control-socket")
+	c := startConsole(t, e, 100, 30, "repo3")
+	sid := sessionOf(t, f)
+	c.waitText("session " + sid[:8])
+
+	stopped := func() {
+		t.Helper()
+		interrupt(t, f)
+		c.waitScreen("the stopped fleet shown as stopped", func(s string) bool {
+			return strings.Contains(s, "fleet repo3") && strings.Contains(s, "RECONNECTING") &&
+				strings.Contains(s, "the fleet stopped; waiting for it to start again") && !strings.Contains(s, "fleet other")
+		})
+	}
+	attached := func(what, sid string) time.Duration {
+		t.Helper()
+		registered := time.Now() // start returned: the descriptor is there
+		c.waitScreen(what, func(s string) bool {
+			return strings.Contains(s, "fleet repo3") && strings.Contains(s, "session "+sid[:8]) && !strings.Contains(s, "CONNECTING")
+		})
+		return time.Since(registered)
+	}
+
+	// Stopped, and a new fleet without --resume: a new session.
+	stopped()
+	f = e.start("--control-socket")
+	sid2 := sessionOf(t, f)
+	took := attached("the new fleet attached", sid2)
+	t.Logf("new fleet (no --resume): attached %v after its descriptor appeared", took)
+
+	c.submit("$ echo resumed-history-marker")
+	c.keys("6")
+	c.waitText("resumed-history-marker")
+	c.keys("1")
+
+	// Stopped, and started again with --resume: the same session.
+	stopped()
+	f = e.start("--control-socket", "--resume", sid2)
+	took2 := attached("the resumed fleet attached", sid2)
+	t.Logf("resumed fleet: attached %v after its descriptor appeared", took2)
+	c.keys("6")
+	s := c.waitText("Resumed session " + sid2)
+	if n := strings.Count(s, ": $ echo resumed-history-marker"); n != 1 {
+		t.Errorf("after the restart the prompt shows %d times, want once:\n%s", n, s)
+	}
+	for _, d := range []time.Duration{took, took2} {
+		if d > followBound {
+			t.Errorf("attached %v after the descriptor appeared, want under %v", d, followBound)
+		}
+	}
+	interrupt(t, f)
+	interrupt(t, other)
+}
+
+// followBound is how soon the console attaches a restarted fleet once its
+// descriptor is there (docs/console.md).
+const followBound = 5 * time.Second

@@ -57,8 +57,9 @@ type ui struct {
 
 	pickerSel int
 
-	workerSel string // selected worker id (or name)
-	detail    bool   // the selected worker's transcript is open
+	workerSel string    // selected worker id (or name)
+	detail    bool      // the selected worker's transcript is open
+	diff      *diffPane // a worker's diff, shown in place of the table or transcript
 	follow    bool
 	top       int64 // sequence number of the first transcript line shown
 	search    string
@@ -102,7 +103,7 @@ func (m *Model) resetFleetUI() {
 	m.search, m.match = "", -1
 	m.workerSel, m.reqSel, m.choiceSel, m.reqScroll = "", "", -1, 0
 	m.feedBack, m.taskTop, m.convBack = 0, 0, 0
-	m.confirm = nil
+	m.confirm, m.diff = nil, nil
 	if m.focus != inputPrompt {
 		m.focus = inputNone
 	}
@@ -199,12 +200,18 @@ func (m *Model) editor() *lineEditor {
 }
 
 func (m *Model) cycleFleet(step int) []Action {
-	if len(m.refs) < 2 {
+	i := slices.IndexFunc(m.refs, func(r FleetRef) bool { return r.ID == m.sel })
+	if len(m.refs) == 0 || len(m.refs) == 1 && i == 0 {
 		m.flash = "only one fleet"
 		return nil
 	}
-	i := slices.IndexFunc(m.refs, func(r FleetRef) bool { return r.ID == m.sel })
-	i = (max(i, 0) + step + len(m.refs)) % len(m.refs)
+	if i < 0 { // the current fleet stopped: ] goes to the first, [ to the last
+		i = -1
+		if step < 0 {
+			i = len(m.refs)
+		}
+	}
+	i = (i + step + len(m.refs)) % len(m.refs)
 	id := m.refs[i].ID
 	m.Select(id)
 	return []Action{SwitchFleet{ID: id}}
@@ -347,11 +354,16 @@ func (m *Model) selectedWorker() (workerRow, int, bool) {
 func (m *Model) workersKey(name, text string) ([]Action, bool) {
 	rows := m.cur().workerRows()
 	w, i, ok := m.selectedWorker()
-	if m.detail {
+	switch {
+	case m.diff != nil:
+		if m.diffKey(name) {
+			return nil, true
+		}
+	case m.detail:
 		if acts, done := m.detailKey(name, text); done {
 			return acts, true
 		}
-	} else {
+	default:
 		switch name {
 		case "up", "down":
 			if ok {
@@ -384,7 +396,8 @@ func (m *Model) workersKey(name, text string) ([]Action, bool) {
 	ref := w.ref()
 	switch text {
 	case "d":
-		return m.sendPrompt("/diff " + ref), true
+		m.workerSel = w.id // the pane's worker keeps the keys' selection
+		return m.openDiff(ref), true
 	case "m":
 		m.askYesNo("merge "+oneLine(ref)+"? y/n", func() []Action { return m.sendPrompt("/merge " + ref) })
 		return nil, true
@@ -855,6 +868,7 @@ func (m *Model) submit() []Action {
 	}
 	m.histIdx, m.draft = len(m.history), ""
 	m.prompt.clear()
+	m.focus = inputNone // sent: the keys are the views' again (: for another prompt)
 	return acts
 }
 

@@ -539,13 +539,27 @@ func TestPromptLine(t *testing.T) {
 	if got := m.prompt.String(); got != ">heLlo!q1?r" || m.view != viewWorkers || m.help {
 		t.Fatalf("line %q, view %d, help %v", got, m.view, m.help)
 	}
+	mustContain(t, m.View(), "keys go to the prompt · enter send · esc leave")
 	press(m, "ctrl+u")
 	typeText(m, "first")
 	sentPrompt(t, press(m, "enter"))
+	// Sent: the line gives the keys back and says so.
+	if m.focus != inputNone || m.prompt.len() != 0 {
+		t.Fatalf("after enter: focus %d, line %q", m.focus, m.prompt.String())
+	}
+	s := m.View()
+	mustContain(t, s, "sent: first", "› press : to type a prompt")
+	mustNotContain(t, s, "keys go to the prompt")
+	press(m, "6")
+	if m.view != viewConversation || m.prompt.len() != 0 {
+		t.Fatalf("6 after sending: view %d, line %q", m.view, m.prompt.String())
+	}
+	press(m, "1", ":")
 	typeText(m, "second\nline")
 	if p := sentPrompt(t, press(m, "enter")); p.Text != "second line" {
 		t.Errorf("pasted line sent as %q", p.Text)
 	}
+	press(m, ":")
 	typeText(m, "draft")
 	press(m, "up")
 	if got := m.prompt.String(); got != "second line" {
@@ -580,8 +594,8 @@ func TestPromptLine(t *testing.T) {
 
 func TestPromptHistoryBounded(t *testing.T) {
 	m, _ := connected(false)
-	press(m, "i")
 	for i := range 150 {
+		press(m, "i")
 		typeText(m, fmt.Sprint("p", i))
 		press(m, "enter")
 	}
@@ -723,6 +737,17 @@ func TestFleetSwitching(t *testing.T) {
 	one, _ := connected(false)
 	if acts := press(one, "]"); len(acts) != 0 {
 		t.Errorf("] with one fleet: %v", acts)
+	}
+	// The current fleet stopped (no longer listed): ] and [ reach the others.
+	gone, _ := loaded(false)
+	gone.SetFleets([]FleetRef{{ID: "f2", Name: "web"}, {ID: "f3", Name: "docs"}})
+	if acts := press(gone, "["); !reflect.DeepEqual(acts, []Action{SwitchFleet{ID: "f3"}}) {
+		t.Errorf("[ from a stopped fleet: %v", acts)
+	}
+	gone.SetFleets([]FleetRef{{ID: "f2", Name: "web"}})
+	gone.Select("f1")
+	if acts := press(gone, "]"); !reflect.DeepEqual(acts, []Action{SwitchFleet{ID: "f2"}}) {
+		t.Errorf("] from a stopped fleet to the only live one: %v", acts)
 	}
 }
 

@@ -400,7 +400,7 @@ func (m *Model) message(w int) string {
 func (m *Model) hint() string {
 	switch {
 	case m.focus == inputPrompt:
-		return "enter send · esc leave · ↑↓ history · tab complete /command · ctrl+u clear"
+		return "keys go to the prompt · enter send · esc leave · ↑↓ history · tab complete /cmd"
 	case m.focus == inputSearch:
 		return "enter find · esc cancel"
 	case m.focus == inputFilter:
@@ -414,6 +414,9 @@ func (m *Model) hint() string {
 	}
 	switch m.view {
 	case viewWorkers:
+		if m.diff != nil {
+			return "↑↓ pgup pgdn home end scroll · esc back · d again · m merge · a apply · p PR · t tell"
+		}
 		if m.detail {
 			return "↑↓ pgup pgdn scroll · f follow · / search · n N next/prev · d diff · m merge · a apply · p PR · x cancel · t tell · esc back"
 		}
@@ -501,6 +504,9 @@ func (m *Model) body(w, h int) []string {
 	}
 	switch m.view {
 	case viewWorkers:
+		if m.diff != nil {
+			return m.diffBody(w, h)
+		}
 		if m.detail {
 			return m.detailBody(f, w, h)
 		}
@@ -1545,7 +1551,7 @@ var helpEntries = [][2]string{
 	{"q ctrl+c", "quit"},
 	{"", "Workers"},
 	{"↑ ↓ enter", "select, open transcript"},
-	{"d t", "diff, /tell the worker"},
+	{"d t", "diff pane, /tell worker"},
 	{"m a p x", "merge, apply, PR, cancel"},
 	{"", "Transcript"},
 	{"↑↓ pgup/dn", "scroll (stops following)"},
@@ -1565,7 +1571,7 @@ var helpEntries = [][2]string{
 	{"p u s", "pause, resume, stop (y/n)"},
 	{"R", "retry uncertain mutation"},
 	{"", "Prompt line"},
-	{"enter esc", "send, leave the line"},
+	{"enter esc", "send (keys return), leave"},
 	{"↑ ↓ tab", "history, complete /cmd"},
 	{"←→ home end", "move the cursor"},
 	{"bksp ctrl+w", "delete a char, a word"},
