@@ -30,7 +30,9 @@ until the fleet has accepted it (its echo of the prompt came back). It prints
 nothing on success and exits non-zero with the fleet's error message if the
 prompt was refused.
 
-TEXT "-" reads the prompt from stdin (at most 1 MiB). Slash commands such as
+TEXT "-" reads the prompt from stdin (at most 1 MiB). A prompt may be up to
+983,040 bytes once JSON-encoded (quotes, backslashes and control characters
+count twice or more); a longer one is refused. Slash commands such as
 /pause or /tasks are prompts too: the fleet answers them.
 
 --wait-reply also waits for the fleet's next reply after the prompt and prints
@@ -63,6 +65,10 @@ did not reply with an error), 1 otherwise, 2 for a usage error.
 			}
 			if strings.TrimSpace(text) == "" {
 				return commandUsageErr(cmd, "the prompt is empty")
+			}
+			// The fleet would refuse it: say so before connecting.
+			if err := protocol.CheckPromptText(text); err != nil {
+				return fmt.Errorf("%w; nothing was sent", err)
 			}
 			ctx := cmd.Context()
 			if timeout > 0 {

@@ -137,3 +137,25 @@ func TestSendPromptRefused(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestSendRefusesAPromptOverTheLimit: a prompt under 1 MiB of text but
+// over protocol.MaxPromptText once its quotes are escaped is refused by
+// send itself, with the reason, and nothing reaches the fleet; one at the
+// limit goes through.
+func TestSendRefusesAPromptOverTheLimit(t *testing.T) {
+	home := testHome(t)
+	tf := startFleet(t, home, "alpha", "a1")
+	over := strings.Repeat(`"`, protocol.MaxPromptText/2+1)
+	_, _, err := runCmd(t, newSendCmd(), strings.NewReader(over), "-")
+	if err == nil || !strings.Contains(err.Error(), "over the limit of 983040 bytes") || !strings.Contains(err.Error(), "nothing was sent") {
+		t.Fatalf("send over the limit: %v", err)
+	}
+	at := strings.Repeat(`"`, protocol.MaxPromptText/2)
+	if _, _, err := runCmd(t, newSendCmd(), strings.NewReader(at), "-"); err != nil {
+		t.Fatalf("send at the limit: %v", err)
+	}
+	tf.waitPrompt(t, "send: "+at)
+	if got := tf.Prompts(); len(got) != 1 {
+		t.Fatalf("%d prompts reached the fleet", len(got))
+	}
+}

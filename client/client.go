@@ -227,6 +227,9 @@ type Conn struct {
 
 	// replay is true until replayEnd was returned; only Next touches it.
 	replay bool
+	// skipped is how many malformed entries Next left out of the frame it
+	// returned last; only Next touches it.
+	skipped int
 
 	wmu sync.Mutex // serialises writes
 
@@ -257,10 +260,16 @@ func (e *FrameError) Unwrap() error { return e.Err }
 // replay=true; a fleet that does not advertise replayEnd sends no replay.
 // Unknown types come back as *protocol.Unknown.
 //
+// Frames are read liberally (protocol.DecodeLenient): an entry of an array
+// that does not match the protocol (a hydrate line without its agent, say)
+// is left out and the rest of the frame is returned; Skipped says how many
+// were. raw is the frame as received, entries and all.
+//
 // A malformed frame gives a *FrameError together with raw; any other error
 // ends the stream: io.EOF when the fleet closed the connection between
 // frames, net.ErrClosed after Close.
 func (c *Conn) Next() (m protocol.Message, raw []byte, replay bool, err error) {
+	c.skipped = 0
 	frame, err := c.r.ReadFrame()
 	if err != nil {
 		if errors.Is(err, protocol.ErrFrameTooLarge) {
@@ -269,7 +278,7 @@ func (c *Conn) Next() (m protocol.Message, raw []byte, replay bool, err error) {
 		return nil, nil, false, err
 	}
 	replay = c.replay
-	m, err = protocol.Decode(frame)
+	m, c.skipped, err = protocol.DecodeLenient(frame)
 	if err != nil {
 		return nil, frame, replay, &FrameError{Err: err}
 	}
@@ -278,6 +287,12 @@ func (c *Conn) Next() (m protocol.Message, raw []byte, replay bool, err error) {
 	}
 	return m, frame, replay, nil
 }
+
+// Skipped returns how many malformed entries (of hydrate's history, of
+// any array) were left out of the frame the last Next returned, 0 when it
+// was read whole. A console says so: "N history entries skipped". Call it
+// from the goroutine that calls Next.
+func (c *Conn) Skipped() int { return c.skipped }
 
 // Send encodes m and writes it. It is safe for concurrent use.
 func (c *Conn) Send(m protocol.Message) error {

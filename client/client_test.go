@@ -417,3 +417,45 @@ func TestFindAndDial(t *testing.T) {
 		t.Fatal("no welcome")
 	}
 }
+
+// TestHydrateWithABadEntryKeepsTheRest: a fleet of an earlier build sends
+// coordinator lines in hydrate without the agent the protocol requires
+// there; the client leaves those out, counts them, and returns the rest of
+// the history instead of a FrameError for all of it.
+func TestHydrateWithABadEntryKeepsTheRest(t *testing.T) {
+	serverSide, clientSide := net.Pipe()
+	defer serverSide.Close()
+	fleet := make(chan error, 1)
+	go func() {
+		r := protocol.NewReader(serverSide, protocol.MaxFrameSize)
+		if _, err := r.ReadFrame(); err != nil { // hello
+			fleet <- err
+			return
+		}
+		_, err := io.WriteString(serverSide, `{"type":"welcome","protocolVersion":1,"capabilities":["replayEnd"]}`+"\n"+
+			`{"type":"hydrate","conversation":[{"role":"user","text":"$ make","ts":1}],"transcripts":[`+
+			`{"role":"assistant","text":"I'll split this in two.","ts":2},{"agent":"w1","role":"tool","text":"ok","ts":3}],`+
+			`"hub":[{"type":"hubEvent","from":"w1","kind":"spawned","ts":2}],"truncated":false}`+"\n"+
+			`{"type":"replayEnd"}`+"\n")
+		fleet <- err
+	}()
+	c, err := Handshake(t.Context(), clientSide, "token", Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	f := next(t, c)
+	hy, ok := f.m.(*protocol.Hydrate)
+	if !ok || !f.replay {
+		t.Fatalf("got %T", f.m)
+	}
+	if c.Skipped() != 1 || len(hy.Conversation) != 1 || len(hy.Transcripts) != 1 || hy.Transcripts[0].Agent != "w1" || len(hy.Hub) != 1 {
+		t.Fatalf("skipped %d, hydrate %+v", c.Skipped(), hy)
+	}
+	if _, ok := next(t, c).m.(*protocol.ReplayEnd); !ok || c.Skipped() != 0 {
+		t.Fatalf("replayEnd: skipped %d", c.Skipped())
+	}
+	if err := <-fleet; err != nil {
+		t.Fatal(err)
+	}
+}

@@ -85,9 +85,10 @@ func (p pendingRequest) kind() string {
 }
 
 type frameEvent struct {
-	m      protocol.Message
-	replay bool
-	err    error
+	m       protocol.Message
+	replay  bool
+	err     error
+	skipped int // malformed entries left out of m (client.Conn.Skipped)
 }
 
 type lineEvent struct {
@@ -140,6 +141,9 @@ func (r *REPL) Run(ctx context.Context) error {
 				return &ClosedError{Reason: r.lastErr, Err: ev.err}
 			}
 			r.handleFrame(ev.m, ev.replay)
+			if ev.skipped > 0 {
+				r.print(r.paint(ansiDim, skippedNote(ev.m, ev.skipped)))
+			}
 			if _, ok := ev.m.(*protocol.ReplayEnd); ok {
 				input = lines
 			}
@@ -172,7 +176,7 @@ func (r *REPL) readFrames(out chan<- frameEvent, done <-chan struct{}) {
 			}
 		}
 		select {
-		case out <- frameEvent{m: m, replay: replay, err: err}:
+		case out <- frameEvent{m: m, replay: replay, err: err, skipped: r.Conn.Skipped()}:
 		case <-done:
 			return
 		}
@@ -180,6 +184,21 @@ func (r *REPL) readFrames(out chan<- frameEvent, done <-chan struct{}) {
 			return
 		}
 	}
+}
+
+// skippedNote says that n malformed entries of m were left out.
+func skippedNote(m protocol.Message, n int) string {
+	if _, ok := m.(*protocol.Hydrate); ok {
+		return fmt.Sprintf("(%d history %s skipped: malformed)", n, plural(n, "entry", "entries"))
+	}
+	return fmt.Sprintf("(%d malformed %s %s skipped)", n, m.MessageType(), plural(n, "entry", "entries"))
+}
+
+func plural(n int, one, many string) string {
+	if n == 1 {
+		return one
+	}
+	return many
 }
 
 // readLines forwards input lines, then one eof event.

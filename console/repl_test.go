@@ -419,3 +419,41 @@ func TestREPLOnTerminalSurface(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestREPLShowsHistoryWithABadEntry: a fleet of an earlier build sends
+// its coordinator lines in hydrate without their agent; the console shows
+// the rest of the history and says how many entries it skipped, instead of
+// dropping all of it.
+func TestREPLShowsHistoryWithABadEntry(t *testing.T) {
+	serverSide, clientSide := net.Pipe()
+	defer serverSide.Close()
+	go func() {
+		r := protocol.NewReader(serverSide, protocol.MaxFrameSize)
+		if _, err := r.ReadFrame(); err != nil { // hello
+			return
+		}
+		io.WriteString(serverSide, `{"type":"welcome","protocolVersion":1,"capabilities":["replayEnd"]}`+"\n"+
+			`{"type":"hydrate","conversation":[{"role":"user","text":"add a greeting","ts":1},{"role":"assistant","text":"Two workers are on it.","ts":3}],`+
+			`"transcripts":[{"role":"assistant","text":"I'll split this in two.","ts":2}],"hub":[],"truncated":false}`+"\n"+
+			`{"type":"replayEnd"}`+"\n")
+		serverSide.Close()
+	}()
+	conn, err := client.Handshake(t.Context(), clientSide, "token", client.Options{ClientKind: "repl"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out bytes.Buffer
+	r := &REPL{In: strings.NewReader(""), Out: &out, Conn: conn}
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+	defer cancel()
+	r.Run(ctx)
+	got := out.String()
+	for _, want := range []string{"add a greeting", "Two workers are on it.", "(1 history entry skipped: malformed)"} {
+		if !strings.Contains(got, want) {
+			t.Errorf("missing %q in:\n%s", want, got)
+		}
+	}
+	if strings.Contains(got, "malformed frame") {
+		t.Errorf("the whole hydrate was refused:\n%s", got)
+	}
+}

@@ -190,7 +190,7 @@ func (c *client) handshake(r *protocol.Reader) (closeReason, error) {
 // rejectNow writes one error frame with a short deadline and gives up. Used
 // before the writer goroutine exists.
 func (c *client) rejectNow(msg string) {
-	frame, err := protocol.Encode(&protocol.Error{Message: msg})
+	frame, err := protocol.Encode(&protocol.Error{Message: protocol.CutText(msg, maxErrorText)})
 	if err != nil {
 		return
 	}
@@ -286,6 +286,12 @@ func (c *client) handlePrompt(m *protocol.Prompt, frame []byte) {
 		c.sendError("prompt: text must not be empty")
 		return
 	}
+	// Refused before anything is queued or saved: the echo that carries
+	// the text whole must fit a frame (protocol.MaxPromptText).
+	if err := protocol.CheckPromptText(m.Text); err != nil {
+		c.sendError(err.Error() + "; nothing was queued")
+		return
+	}
 	source := c.name
 	if source == "" {
 		source = c.kind
@@ -306,7 +312,13 @@ func hasKey(frame []byte, key string) bool {
 
 var pongFrame = mustEncode(&protocol.Pong{})
 
-func (c *client) sendError(msg string) { c.sendFrame(&protocol.Error{Message: msg}) }
+// maxErrorText bounds an error frame's message: some quote what a client
+// sent.
+const maxErrorText = 4 << 10
+
+func (c *client) sendError(msg string) {
+	c.sendFrame(&protocol.Error{Message: protocol.CutText(msg, maxErrorText)})
+}
 
 // sendFrame queues one frame for this client only.
 func (c *client) sendFrame(m protocol.Message) {

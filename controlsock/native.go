@@ -48,7 +48,12 @@ func (c *client) handleNative(frame []byte) {
 }
 
 func (c *client) sendNative(id *string, res protocol.NativeResult) {
-	frame, err := protocol.Encode(&protocol.NativeRootResult{ID: id, Result: res})
+	frame, _, err := protocol.AppendFit(nil, &protocol.NativeRootResult{ID: id, Result: res})
+	if err == protocol.ErrFrameTooLarge {
+		c.srv.log.Error("nativeRootResult too large to send", "kind", res.Kind)
+		frame, err = protocol.Encode(&protocol.NativeRootResult{ID: id, Result: protocol.NativeResult{Kind: protocol.NativeKindError,
+			Code: "frame_too_large", Message: fmt.Sprintf("the result is over %d bytes and cannot be sent", protocol.MaxFrameSize)}})
+	}
 	if err != nil {
 		c.srv.log.Error("encode nativeRootResult", "err", err)
 		return

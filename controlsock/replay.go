@@ -46,10 +46,17 @@ var snapshotOrder = []string{
 	protocol.TypeFleetExperiment,
 }
 
-// hydrateBudget bounds the encoded hydrate frame: the window is trimmed
-// (oldest transcript lines first, then oldest hub events) to fit, with room
-// to spare under the 1 MiB frame cap.
+// hydrateBudget bounds the encoded hydrate frame, with room to spare under
+// the 1 MiB frame cap: the window is trimmed to fit (the conversation to
+// the newest entries that fit in half of it, the hub events to the newest
+// that fit in a quarter, the transcript lines to the newest that fit in
+// the rest). Each entry's text was cut to history.MaxEntryText when it was
+// kept, so the frame fits by construction, whatever the session holds.
 const hydrateBudget = protocol.MaxFrameSize - 64<<10
+
+// hydrateOverhead is the hydrate frame's own bytes: its keys, brackets
+// and the truncated flag.
+const hydrateOverhead = 128
 
 // replayCache is what a late-attaching client is sent before replayEnd. It
 // holds the same encoded bytes that were broadcast, so replay costs no
@@ -61,12 +68,17 @@ type replayCache struct {
 	pending   []pendingRequest // unresolved confirm/ask, creation order
 	fleet     []byte           // last fleetState
 
-	conversation ring[protocol.HydrateConversationEntry]
+	conversation ring[convEntry]
 	convoTotal   int // entries ever seen, to tell whether the window truncates
 	transcripts  map[string]*agentLines
 	tick         uint64 // recency clock for transcripts
 	hub          ring[rawEntry]
 	hydrated     []byte // the last hydrate frame, until the history changes
+}
+
+// convEntry is a conversation entry kept for hydrate, encoded once.
+type convEntry struct {
+	json []byte // the hydrate entry object
 }
 
 type pendingRequest struct {
@@ -90,7 +102,7 @@ func newReplayCache(l HistoryLimits) replayCache {
 	return replayCache{
 		limits:       l,
 		snapshots:    make(map[string][]byte),
-		conversation: newRing[protocol.HydrateConversationEntry](l.Conversation),
+		conversation: newRing[convEntry](l.Conversation),
 		transcripts:  make(map[string]*agentLines),
 		hub:          newRing[rawEntry](l.Hub),
 	}
@@ -109,12 +121,11 @@ func (r *replayCache) observe(m protocol.Message, frame []byte) {
 		r.hydrated = nil
 		switch {
 		case rec.Transcript != nil:
-			r.addTranscript(rec.Transcript.Agent, rec.Transcript.Ts, frame)
+			r.addLine(rec.Transcript, frame)
 		case rec.Conversation != nil:
-			r.convoTotal++
-			r.conversation.push(rec.Conversation.HydrateEntry())
+			r.addConversation(rec.Conversation.HydrateEntry())
 		case rec.Hub != nil:
-			r.hub.push(rawEntry{ts: rec.Hub.Ts, frame: bytes.Clone(frame)})
+			r.addHub(rec.Hub, frame)
 		}
 		return
 	}
@@ -138,10 +149,49 @@ func (r *replayCache) observe(m protocol.Message, frame []byte) {
 	}
 }
 
-func (r *replayCache) addTranscript(agent string, ts int64, frame []byte) {
-	if agent == "" {
-		agent = "coordinator"
+// addLine keeps a transcript line as hydrate carries it
+// (history.HydrateLine): most lines are kept as their broadcast frame; a
+// line of the coordinator (no agent) or one too long is encoded anew.
+func (r *replayCache) addLine(l *protocol.Transcript, frame []byte) {
+	if e := history.HydrateLine(l); e != l || frame == nil {
+		f, err := protocol.Encode(e)
+		if err != nil {
+			return // cannot happen: the text was cut to MaxEntryText
+		}
+		l, frame = e, f
 	}
+	r.addTranscript(l.Agent, l.Ts, frame)
+}
+
+// addHub keeps a hub event as hydrate carries it (history.HydrateHubEvent).
+func (r *replayCache) addHub(ev *protocol.HubEvent, frame []byte) {
+	if e := history.HydrateHubEvent(ev); e != ev || frame == nil {
+		f, err := protocol.Encode(e)
+		if err != nil {
+			return
+		}
+		ev, frame = e, f
+	} else {
+		frame = bytes.Clone(frame)
+	}
+	r.hub.push(rawEntry{ts: ev.Ts, frame: frame})
+}
+
+// addConversation keeps a conversation entry, encoded as hydrate carries
+// it.
+func (r *replayCache) addConversation(e protocol.HydrateConversationEntry) {
+	r.convoTotal++
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false) // as the codec: the frames are not HTML
+	if enc.Encode(e) != nil {
+		return
+	}
+	r.conversation.push(convEntry{json: bytes.TrimSuffix(b.Bytes(), []byte("\n"))})
+}
+
+// addTranscript keeps frame, the transcript frame of a line of agent.
+func (r *replayCache) addTranscript(agent string, ts int64, frame []byte) {
 	r.tick++
 	al := r.transcripts[agent]
 	if al == nil {
@@ -179,17 +229,23 @@ func (r *replayCache) dropQuietestAgent() {
 func (r *replayCache) seed(h *protocol.Hydrate, total int) {
 	r.hydrated = nil
 	for _, c := range h.Conversation {
-		r.conversation.push(c)
+		c.Text = protocol.CutText(c.Text, history.MaxEntryText)
+		r.addConversation(c)
 	}
 	r.convoTotal = max(total, len(h.Conversation))
-	for _, l := range h.Transcripts {
-		if f, err := protocol.Encode(&protocol.Transcript{Role: l.Role, Text: l.Text, Agent: l.Agent, Ts: l.Ts}); err == nil {
-			r.addTranscript(l.Agent, l.Ts, f)
+	for _, e := range h.Transcripts {
+		l := &protocol.Transcript{Role: e.Role, Text: e.Text, Agent: e.Agent, Ts: e.Ts}
+		if f, err := protocol.Encode(l); err == nil {
+			r.addLine(l, f)
+		} else if err == protocol.ErrFrameTooLarge {
+			r.addLine(l, nil) // cut, then encoded
 		}
 	}
 	for i := range h.Hub {
 		if f, err := protocol.Encode(&h.Hub[i]); err == nil {
-			r.hub.push(rawEntry{ts: h.Hub[i].Ts, frame: f})
+			r.addHub(&h.Hub[i], f)
+		} else if err == protocol.ErrFrameTooLarge {
+			r.addHub(&h.Hub[i], nil)
 		}
 	}
 }
@@ -210,28 +266,50 @@ func (r *replayCache) hydrateFrame() []byte {
 }
 
 func (r *replayCache) buildHydrate() []byte {
-	convo, err := json.Marshal(r.conversation.items())
-	if err != nil {
-		return nil
-	}
-	budget := hydrateBudget - len(convo) - 128
+	budget := hydrateBudget - hydrateOverhead
 
-	// Hub events first (they are few); the transcript lines get the rest.
+	// The newest conversation entries, in at most half the budget: a long
+	// conversation must not starve the transcripts.
+	convo := r.conversation.items()
+	convoSize := 0
+	for i := len(convo) - 1; i >= 0; i-- {
+		if convoSize+len(convo[i].json)+1 > budget/2 {
+			convo = convo[i+1:]
+			break
+		}
+		convoSize += len(convo[i].json) + 1
+	}
+	budget -= convoSize
+
+	// Hub events next (they are few and short), in at most a quarter of
+	// the budget; the transcript lines get the rest.
 	hub := r.hub.items()
 	hubSize := 0
 	for _, e := range hub {
 		hubSize += len(e.frame)
 	}
-	for len(hub) > 0 && hubSize > budget {
+	for len(hub) > 0 && hubSize > hydrateBudget/4 {
 		hubSize -= len(hub[0].frame)
 		hub = hub[1:]
 	}
 	lines := r.newestLines(budget - hubSize)
+	// As the protocol says: the conversation was capped, by the window or
+	// by the budget. Transcript lines and hub events are windows anyway.
+	truncated := r.convoTotal > len(convo)
 
-	b := make([]byte, 0, hydrateBudget+len(convo)+128)
-	b = append(b, `{"type":"hydrate","conversation":`...)
-	b = append(b, convo...)
-	b = append(b, `,"transcripts":[`...)
+	size := hydrateOverhead + convoSize + hubSize
+	for _, e := range lines {
+		size += len(e.frame)
+	}
+	b := make([]byte, 0, size)
+	b = append(b, `{"type":"hydrate","conversation":[`...)
+	for i, e := range convo {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = append(b, e.json...)
+	}
+	b = append(b, `],"transcripts":[`...)
 	for i, e := range lines {
 		if i > 0 {
 			b = append(b, ',')
@@ -247,7 +325,7 @@ func (r *replayCache) buildHydrate() []byte {
 		b = append(b, trimNL(e.frame)...)
 	}
 	b = append(b, `],"truncated":`...)
-	b = strconv.AppendBool(b, r.convoTotal > r.conversation.len())
+	b = strconv.AppendBool(b, truncated)
 	return append(b, "}\n"...)
 }
 

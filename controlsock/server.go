@@ -10,9 +10,11 @@ package controlsock
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"net"
 	"os"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -137,8 +139,11 @@ type Stats struct {
 	SlowQueue      uint64 // evicted: outbound queue over its byte bound
 	SlowDeadline   uint64 // evicted: a write batch missed its deadline
 	Stalls         uint64 // congested clients that stopped holding producers back
-	FramesTooLarge uint64
-	Broadcasts     uint64
+	FramesTooLarge uint64 // received from clients over the cap
+	// FramesShortened counts events over the cap that were sent with
+	// their texts cut, or replaced by a note (Broadcast).
+	FramesShortened uint64
+	Broadcasts      uint64
 }
 
 // Server is a control-socket server. Create it with New, feed it events with
@@ -165,6 +170,7 @@ type Server struct {
 	slowQueue atomic.Uint64
 	slowDL    atomic.Uint64
 	tooLarge  atomic.Uint64
+	shortened atomic.Uint64
 	bcasts    atomic.Uint64
 	stalls    atomic.Uint64
 
@@ -310,9 +316,8 @@ func (s *Server) ServeConn(conn net.Conn, surface Surface) {
 // is evicted instead. It also updates the replay cache, so a client that
 // attaches later sees what it needs of m.
 func (s *Server) Broadcast(m protocol.Message) {
-	frame, err := protocol.Encode(m)
-	if err != nil {
-		s.log.Error("broadcast: encode failed; frame dropped", "type", m.MessageType(), "err", err)
+	frame, m, ok := s.fit(nil, m)
+	if !ok {
 		return
 	}
 	s.bcasts.Add(1)
@@ -345,13 +350,19 @@ func (s *Server) BroadcastBatch(ms []protocol.Message) {
 	// encode). If buf grows, earlier frames stay in the old array and buf
 	// has a copy of them.
 	frames := make([][]byte, len(ms))
+	sent := ms // what each frame encodes: ms, unless one was shortened
 	n := 0
 	for i, m := range ms {
 		start := len(buf)
-		next, err := protocol.AppendEncode(buf, m)
-		if err != nil {
-			s.log.Error("broadcast: encode failed; frame dropped", "type", m.MessageType(), "err", err)
+		next, fitted, ok := s.fit(buf, m)
+		if !ok {
 			continue
+		}
+		if fitted != m {
+			if &sent[0] == &ms[0] {
+				sent = slices.Clone(ms) // the caller's slice is theirs
+			}
+			sent[i] = fitted
 		}
 		buf = next
 		frames[i] = buf[start:len(buf):len(buf)]
@@ -364,7 +375,7 @@ func (s *Server) BroadcastBatch(ms []protocol.Message) {
 	run := buf[:len(buf):len(buf)]
 	s.bcasts.Add(uint64(n))
 	s.mu.Lock()
-	for i, m := range ms {
+	for i, m := range sent {
 		if frames[i] != nil {
 			s.replay.observe(m, frames[i])
 		}
@@ -376,6 +387,37 @@ func (s *Server) BroadcastBatch(ms []protocol.Message) {
 		}
 	}
 	s.mu.Unlock()
+}
+
+// fit appends m's frame to dst. A message too large for a frame is sent
+// shortened, its longest texts cut and marked (protocol.AppendFit); one
+// that cannot be shortened enough is replaced by a system line that says
+// what was dropped. So no frame a client must refuse is ever sent, and no
+// event is lost without a word. It returns the message the frame encodes
+// (for the replay window), and false when nothing could be encoded.
+func (s *Server) fit(dst []byte, m protocol.Message) ([]byte, protocol.Message, bool) {
+	out, fitted, err := protocol.AppendFit(dst, m)
+	if err == nil {
+		if fitted != m {
+			s.shortened.Add(1)
+			s.log.Warn("broadcast: an event over the frame size limit was sent with its longest texts cut", "type", m.MessageType())
+		}
+		return out, fitted, true
+	}
+	if err != protocol.ErrFrameTooLarge {
+		s.log.Error("broadcast: encode failed; frame dropped", "type", m.MessageType(), "err", err)
+		return dst, nil, false
+	}
+	s.shortened.Add(1)
+	s.log.Error("broadcast: an event too large for a frame even with its texts cut was replaced by a note", "type", m.MessageType())
+	note := &protocol.Transcript{Role: protocol.RoleSystem, Ts: time.Now().UnixMilli(),
+		Text: fmt.Sprintf("A %s event was too large to send (over %d bytes with its texts cut); it was dropped.",
+			protocol.CutText(m.MessageType(), 64), protocol.MaxFrameSize)}
+	out, err = protocol.AppendEncode(dst, note)
+	if err != nil {
+		return dst, nil, false
+	}
+	return out, note, true
 }
 
 // sizeHint estimates m's frame size (escapes may make it longer).
@@ -442,14 +484,15 @@ func (s *Server) Stats() Stats {
 	n := len(s.clients)
 	s.mu.Unlock()
 	return Stats{
-		Clients:        n,
-		Accepted:       s.accepted.Load(),
-		AuthFailures:   s.authFail.Load(),
-		SlowQueue:      s.slowQueue.Load(),
-		SlowDeadline:   s.slowDL.Load(),
-		FramesTooLarge: s.tooLarge.Load(),
-		Broadcasts:     s.bcasts.Load(),
-		Stalls:         s.stalls.Load(),
+		Clients:         n,
+		Accepted:        s.accepted.Load(),
+		AuthFailures:    s.authFail.Load(),
+		SlowQueue:       s.slowQueue.Load(),
+		SlowDeadline:    s.slowDL.Load(),
+		FramesTooLarge:  s.tooLarge.Load(),
+		FramesShortened: s.shortened.Load(),
+		Broadcasts:      s.bcasts.Load(),
+		Stalls:          s.stalls.Load(),
 	}
 }
 

@@ -68,6 +68,12 @@ func Run(ctx context.Context, o Options) error {
 	if o.RequestTTL <= 0 {
 		o.RequestTTL = 30 * time.Minute
 	}
+	if o.Prompt != "" {
+		// The socket refuses such a prompt; this one comes another way.
+		if err := protocol.CheckPromptText(o.Prompt); err != nil {
+			return fmt.Errorf("the first prompt: %w", err)
+		}
+	}
 	provs, err := BuildProviders(o.Provider, o.Model, o.File, nil)
 	if err != nil {
 		return err

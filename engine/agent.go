@@ -428,7 +428,7 @@ func (e *Engine) toolStarted(h *host, c provider.ToolStarted) {
 	e.changedLocked()
 	e.pub.Broadcast(&protocol.ToolCall{
 		Agent: h.agent, Tool: c.Name, Phase: protocol.PhaseStart, Ts: now,
-		AgentName: h.agent, Detail: c.Detail, Input: c.Input, ToolCallID: c.ID,
+		AgentName: h.agent, Detail: protocol.CutText(c.Detail, maxToolDetail), Input: cutInput(c.Input), ToolCallID: c.ID,
 	})
 }
 

@@ -88,11 +88,12 @@ func (b *broker) raise(ctx context.Context, h *host, r request) (answer, error) 
 	id := r.id
 	r.timer = time.AfterFunc(e.cfg.RequestTTL, func() { b.expire(id) })
 	if r.kind == kindConfirm {
-		e.pub.Broadcast(&protocol.ConfirmRequest{ID: r.id, Summary: r.summary, Ts: r.ts})
+		e.pub.Broadcast(&protocol.ConfirmRequest{ID: r.id, Summary: protocol.CutText(r.summary, maxRequestText), Ts: r.ts})
 	} else {
-		m := &protocol.AskRequest{ID: r.id, Question: r.question.Text, Kind: r.question.Kind, Ts: r.ts}
+		m := &protocol.AskRequest{ID: r.id, Question: protocol.CutText(r.question.Text, maxRequestText), Kind: r.question.Kind, Ts: r.ts}
 		for _, c := range r.question.Choices {
-			m.Choices = append(m.Choices, protocol.AskChoiceOption{Label: c.Label, Value: c.Value, Description: c.Description})
+			m.Choices = append(m.Choices, protocol.AskChoiceOption{Label: protocol.CutText(c.Label, maxRequestText),
+				Value: c.Value, Description: protocol.CutText(c.Description, maxRequestText)})
 		}
 		if len(r.question.Choices) > 0 {
 			m.AllowFreeform = protocol.Bool(r.question.AllowFreeform)

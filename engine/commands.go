@@ -131,11 +131,11 @@ func (e *Engine) handlePromptLocked(source, text string) {
 	}
 	var b strings.Builder
 	if len(created) == 1 {
-		fmt.Fprintf(&b, "Queued %s: %s", created[0].id, created[0].command)
+		fmt.Fprintf(&b, "Queued %s: %s", created[0].id, protocol.CutText(created[0].command, maxSubject))
 	} else {
 		fmt.Fprintf(&b, "Queued %d tasks:", len(created))
 		for _, t := range created {
-			fmt.Fprintf(&b, "\n  %s: %s", t.id, t.command)
+			fmt.Fprintf(&b, "\n  %s: %s", t.id, protocol.CutText(t.command, maxSubject))
 		}
 	}
 	if ignored > 0 {
@@ -173,7 +173,7 @@ func (e *Engine) cmdTasks(string) (string, error) {
 		if t.planned && t.status == taskPending {
 			status = "planned"
 		}
-		fmt.Fprintf(&b, "\n  %-5s %-8s %-5s %s", t.id, status, t.worker, t.command)
+		fmt.Fprintf(&b, "\n  %-5s %-8s %-5s %s", t.id, status, t.worker, protocol.CutText(t.command, maxSubject))
 		if t.loopID != "" {
 			fmt.Fprintf(&b, "  [%s attempt %d]", t.loopID, t.attempt)
 		}
@@ -216,9 +216,9 @@ func (e *Engine) cmdPending(string) (string, error) {
 	fmt.Fprintf(&b, "%d waiting:", len(p))
 	for _, r := range p {
 		if r.kind == kindConfirm {
-			fmt.Fprintf(&b, "\n  %s (%s) confirm: %s", r.id, r.taskID, r.summary)
+			fmt.Fprintf(&b, "\n  %s (%s) confirm: %s", r.id, r.taskID, protocol.CutText(r.summary, maxSubject))
 		} else {
-			fmt.Fprintf(&b, "\n  %s (%s) ask: %s", r.id, r.taskID, r.question.Text)
+			fmt.Fprintf(&b, "\n  %s (%s) ask: %s", r.id, r.taskID, protocol.CutText(r.question.Text, maxSubject))
 		}
 	}
 	return b.String(), nil

@@ -314,7 +314,7 @@ func (e *Engine) replyErrorLocked(text string) {
 }
 
 func (e *Engine) hubLocked(from, kind, text string) {
-	e.pub.Broadcast(&protocol.HubEvent{From: from, Kind: kind, Ts: nowMs(), Text: text})
+	e.pub.Broadcast(&protocol.HubEvent{From: from, Kind: kind, Ts: nowMs(), Text: protocol.CutText(text, maxHubText)})
 }
 
 func nowMs() int64 { return time.Now().UnixMilli() }

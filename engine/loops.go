@@ -64,7 +64,7 @@ func (e *Engine) cmdLoop(args string) (string, error) {
 	e.loopByID[l.id] = l
 	t := e.nextIterationLocked(l)
 	e.dispatchLocked()
-	return fmt.Sprintf("Loop %s: run %q until it exits 0, at most %d attempts (first: %s). /cancel %s stops it.", l.id, command, max, t.id, l.id), nil
+	return fmt.Sprintf("Loop %s: run %q until it exits 0, at most %d attempts (first: %s). /cancel %s stops it.", l.id, protocol.CutText(command, maxSubject), max, t.id, l.id), nil
 }
 
 func (e *Engine) nextIterationLocked(l *loop) *task {
@@ -85,7 +85,7 @@ func (e *Engine) loopSettledLocked(t *task, ok bool) {
 	switch {
 	case ok:
 		l.status = loopSucceeded
-		e.replyLocked(fmt.Sprintf("Loop %s succeeded on attempt %d/%d: %s", l.id, l.iteration, l.max, l.goal))
+		e.replyLocked(fmt.Sprintf("Loop %s succeeded on attempt %d/%d: %s", l.id, l.iteration, l.max, protocol.CutText(l.goal, maxSubject)))
 	case t.cancelled:
 		l.status = loopCancelled
 		e.replyLocked(fmt.Sprintf("Loop %s cancelled at attempt %d/%d.", l.id, l.iteration, l.max))
@@ -93,7 +93,7 @@ func (e *Engine) loopSettledLocked(t *task, ok bool) {
 		l.status = loopStopped
 	case l.iteration >= l.max:
 		l.status = loopFailed
-		e.replyLocked(fmt.Sprintf("Loop %s failed: %d attempts, none exited 0: %s", l.id, l.iteration, l.goal))
+		e.replyLocked(fmt.Sprintf("Loop %s failed: %d attempts, none exited 0: %s", l.id, l.iteration, protocol.CutText(l.goal, maxSubject)))
 	default:
 		next := e.nextIterationLocked(l)
 		e.hubLocked("coordinator", "message", fmt.Sprintf("loop %s: attempt %d failed, starting attempt %d as %s", l.id, l.iteration-1, l.iteration, next.id))
@@ -122,7 +122,7 @@ func (e *Engine) loopSummariesLocked() []protocol.FleetLoopSummary {
 	first := max(0, len(e.loops)-maxShownLoops)
 	out := make([]protocol.FleetLoopSummary, 0, len(e.loops)-first)
 	for _, l := range e.loops[first:] {
-		out = append(out, protocol.FleetLoopSummary{ID: l.id, Goal: l.goal, Iteration: int64(l.iteration), Max: int64(l.max), Status: l.status})
+		out = append(out, protocol.FleetLoopSummary{ID: l.id, Goal: protocol.CutText(l.goal, maxSubject), Iteration: int64(l.iteration), Max: int64(l.max), Status: l.status})
 	}
 	return out
 }

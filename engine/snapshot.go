@@ -177,7 +177,7 @@ func (e *Engine) fleetStateLocked(now time.Time) *protocol.FleetState {
 	}
 	first := max(0, len(e.tasks)-maxTaskItems)
 	for _, t := range e.tasks[first:] {
-		fs.Tasks.Items = append(fs.Tasks.Items, protocol.FleetTaskItem{ID: t.id, Subject: t.command, Status: t.status, Owner: t.worker})
+		fs.Tasks.Items = append(fs.Tasks.Items, protocol.FleetTaskItem{ID: t.id, Subject: protocol.CutText(t.command, maxSubject), Status: t.status, Owner: t.worker})
 	}
 	return fs
 }

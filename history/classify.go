@@ -47,6 +47,51 @@ func RecordOf(m protocol.Message) (Record, bool) {
 	return Record{}, false
 }
 
+// CoordinatorAgent is the agent a hydrate files the session's own
+// transcript lines under: the coordinator's and the fleet's notes about
+// the session. A live transcript frame leaves agent out for those (the
+// protocol: "omitted for coordinator-level lines"), but a hydrate
+// transcript entry requires one, and "coordinator" is the agent id
+// toolCall and hubEvent already give the coordinator. Replay
+// (controlsock) and resume (Hydrate) both file lines by HydrateLine, so a
+// console sees the same entries either way (docs/decisions.md, Replay).
+const CoordinatorAgent = "coordinator"
+
+// MaxEntryText bounds each text a hydrate carries (protocol.EncodedLen):
+// a longer conversation entry, transcript line or hub event text is cut
+// with protocol.CutText, so that one huge entry (a prompt at the
+// protocol's limit, a row saved by a build that had none) cannot crowd
+// out the rest of the window or the frame.
+const MaxEntryText = 64 << 10
+
+// HydrateLine returns l as a hydrate carries it: filed under its agent, or
+// CoordinatorAgent when it has none, with its text cut to MaxEntryText. It
+// returns l itself when nothing changes, a copy otherwise.
+func HydrateLine(l *TranscriptLine) *TranscriptLine {
+	text := protocol.CutText(l.Text, MaxEntryText)
+	if l.Agent != "" && len(text) == len(l.Text) {
+		return l
+	}
+	c := *l
+	c.Text = text
+	if c.Agent == "" {
+		c.Agent = CoordinatorAgent
+	}
+	return &c
+}
+
+// HydrateHubEvent returns ev as a hydrate carries it: its text cut to
+// MaxEntryText (ev itself when it fits, a copy otherwise).
+func HydrateHubEvent(ev *HubEvent) *HubEvent {
+	text := protocol.CutText(ev.Text, MaxEntryText)
+	if len(text) == len(ev.Text) {
+		return ev
+	}
+	c := *ev
+	c.Text = text
+	return &c
+}
+
 // Window is a session's recent history as the store loads it for a
 // resume (the windows of store.Limits).
 type Window struct {
@@ -86,11 +131,23 @@ func Hydrate(w *Window) *protocol.Hydrate {
 		h.Transcripts = make([]protocol.HydrateTranscriptEntry, 0, n)
 	}
 	for _, a := range agents {
-		for _, l := range w.Transcripts[a] {
-			h.Transcripts = append(h.Transcripts, protocol.HydrateTranscriptEntry{Agent: a, Role: l.Role, Text: l.Text, Ts: l.Ts})
+		for i := range w.Transcripts[a] {
+			l := w.Transcripts[a][i]
+			l.Agent = a
+			e := HydrateLine(&l)
+			h.Transcripts = append(h.Transcripts, protocol.HydrateTranscriptEntry{Agent: e.Agent, Role: e.Role, Text: e.Text, Ts: e.Ts})
 		}
 	}
 	slices.SortStableFunc(h.Transcripts, func(x, y protocol.HydrateTranscriptEntry) int { return cmp.Compare(x.Ts, y.Ts) })
 	h.Hub = w.Hub // the same rows: a hub entry is the hubEvent frame
+	cloned := false
+	for i := range w.Hub {
+		if e := HydrateHubEvent(&w.Hub[i]); e != &w.Hub[i] {
+			if !cloned {
+				h.Hub, cloned = slices.Clone(w.Hub), true // cut a copy, not the window
+			}
+			h.Hub[i] = *e
+		}
+	}
 	return h
 }

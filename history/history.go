@@ -42,9 +42,10 @@ type ConversationEntry struct {
 	Ts        int64 // epoch ms
 }
 
-// HydrateEntry is c as a hydrate conversation entry.
+// HydrateEntry is c as a hydrate conversation entry, its text cut to
+// MaxEntryText.
 func (c *ConversationEntry) HydrateEntry() protocol.HydrateConversationEntry {
-	return protocol.HydrateConversationEntry{Role: c.Role, Text: c.Text, Ts: c.Ts}
+	return protocol.HydrateConversationEntry{Role: c.Role, Text: protocol.CutText(c.Text, MaxEntryText), Ts: c.Ts}
 }
 
 // Task is a task's full state. The store upserts it by (session, ID),

@@ -3,6 +3,7 @@ package history
 import (
 	"errors"
 	"reflect"
+	"strings"
 	"testing"
 	"time"
 
@@ -74,8 +75,9 @@ func TestValidate(t *testing.T) {
 }
 
 // TestHydrate: the hydrate of a loaded window, transcript lines merged by
-// ts (ties by agent name, an agent's own order kept), truncated when the
-// conversation window is not all of it.
+// ts (ties by agent name, an agent's own order kept), the session's own
+// lines filed under "coordinator" (hydrate entries require an agent),
+// truncated when the conversation window is not all of it.
 func TestHydrate(t *testing.T) {
 	w := &Window{
 		Conversation: []ConversationEntry{{Role: protocol.RoleUser, Source: "alice", Text: "hi", RequestID: "r", Ts: 1},
@@ -95,7 +97,7 @@ func TestHydrate(t *testing.T) {
 			Conversation: []protocol.HydrateConversationEntry{{Role: protocol.RoleUser, Text: "hi", Ts: 1},
 				{Role: protocol.RoleAssistant, Text: "hello", Ts: 2}},
 			Transcripts: []protocol.HydrateTranscriptEntry{
-				{Agent: "", Role: protocol.RoleAssistant, Text: "c", Ts: 3},
+				{Agent: "coordinator", Role: protocol.RoleAssistant, Text: "c", Ts: 3},
 				{Agent: "w1", Role: protocol.RoleTool, Text: "a1", Ts: 10},
 				{Agent: "w2", Role: protocol.RoleTool, Text: "b1", Ts: 10},
 				{Agent: "w2", Role: protocol.RoleTool, Text: "b2", Ts: 10},
@@ -110,5 +112,40 @@ func TestHydrate(t *testing.T) {
 	}
 	if h := Hydrate(&Window{}); h.Truncated || h.Conversation != nil || h.Transcripts != nil || h.Hub != nil {
 		t.Errorf("empty window: %+v", h)
+	}
+}
+
+// TestHydrateCutsHugeRows: rows saved by a build that had no limit (a
+// 1,000,000-byte prompt, the task events and lines it made) come out of
+// Hydrate cut to MaxEntryText and marked, and the window is left as it was.
+func TestHydrateCutsHugeRows(t *testing.T) {
+	huge := strings.Repeat("\"\\\x00é\u2028", 200_000)
+	w := &Window{
+		Conversation: []ConversationEntry{{Role: protocol.RoleUser, Text: huge, Ts: 1}, {Role: protocol.RoleAssistant, Text: "ok", Ts: 2}},
+		Transcripts: map[string][]TranscriptLine{
+			"w1": {{Agent: "w1", Role: protocol.RoleTool, Text: huge, Ts: 3}},
+			"":   {{Role: protocol.RoleSystem, Text: huge, Ts: 4}},
+		},
+		Hub: []HubEvent{{From: "coordinator", Kind: "task.created", Text: "t1: " + huge, Ts: 5}, {From: "w1", Kind: "spawned", Text: "small", Ts: 6}},
+	}
+	h := Hydrate(w)
+	cut := func(what, s string) {
+		t.Helper()
+		if n := protocol.EncodedLen(s); n > MaxEntryText || !strings.Contains(s, "… [truncated ") {
+			t.Errorf("%s: %d bytes encoded, %q…", what, n, s[:min(len(s), 40)])
+		}
+	}
+	cut("conversation", h.Conversation[0].Text)
+	cut("worker line", h.Transcripts[0].Text)
+	cut("coordinator line", h.Transcripts[1].Text)
+	cut("hub event", h.Hub[0].Text)
+	if h.Conversation[1].Text != "ok" || h.Hub[1].Text != "small" || h.Transcripts[1].Agent != CoordinatorAgent {
+		t.Errorf("small entries changed: %+v", h)
+	}
+	if w.Hub[0].Text != "t1: "+huge || w.Transcripts[""][0].Text != huge {
+		t.Error("Hydrate modified the window")
+	}
+	if f, err := protocol.Encode(h); err != nil || len(f) > protocol.MaxFrameSize {
+		t.Errorf("the hydrate does not fit a frame: %v", err)
 	}
 }

@@ -163,7 +163,7 @@ func Encode(m Message) ([]byte, error) {
 	if t, ok := m.(*Transcript); ok && t != nil {
 		// The hot path: one allocation of about the right size (escapes
 		// may still grow it).
-		return appendTranscript(make([]byte, 0, len(t.Text)+len(t.Agent)+96), t)
+		return appendTranscript(make([]byte, 0, len(t.Text)+len(t.Agent)+96), t, MaxFrameSize)
 	}
 	return AppendEncode(nil, m)
 }
@@ -172,6 +172,12 @@ func Encode(m Message) ([]byte, error) {
 // extended slice. On error dst is returned unchanged; a frame longer than
 // MaxFrameSize (newline excluded) is ErrFrameTooLarge.
 func AppendEncode(dst []byte, m Message) ([]byte, error) {
+	return appendMessage(dst, m, MaxFrameSize)
+}
+
+// appendMessage is AppendEncode with limit as the frame cap (Fit measures
+// a frame over MaxFrameSize with an unlimited one).
+func appendMessage(dst []byte, m Message, limit int) ([]byte, error) {
 	switch u := m.(type) {
 	case nil:
 		return dst, errors.New("protocol: encode nil message")
@@ -179,30 +185,31 @@ func AppendEncode(dst []byte, m Message) ([]byte, error) {
 		if u == nil {
 			return dst, errors.New("protocol: encode nil message")
 		}
-		return appendUnknown(dst, u)
+		return appendUnknown(dst, u, limit)
 	case Unknown:
-		return appendUnknown(dst, &u)
+		return appendUnknown(dst, &u, limit)
 	case HubEvent:
-		return appendFrame(dst, TypeHubEvent, hubEventFields(u))
+		return appendFrame(dst, TypeHubEvent, hubEventFields(u), limit)
 	case *HubEvent:
 		if u == nil {
 			return dst, errors.New("protocol: encode nil message")
 		}
-		return appendFrame(dst, TypeHubEvent, (*hubEventFields)(u))
+		return appendFrame(dst, TypeHubEvent, (*hubEventFields)(u), limit)
 	case *Transcript:
 		if u == nil {
 			return dst, errors.New("protocol: encode nil message")
 		}
-		return appendTranscript(dst, u)
+		return appendTranscript(dst, u, limit)
 	}
 	if v := reflect.ValueOf(m); v.Kind() == reflect.Pointer && v.IsNil() {
 		return dst, errors.New("protocol: encode nil message")
 	}
-	return appendFrame(dst, m.MessageType(), m)
+	return appendFrame(dst, m.MessageType(), m, limit)
 }
 
-// appendFrame appends {"type":typ, <fields of payload>}\n to dst.
-func appendFrame(dst []byte, typ string, payload any) ([]byte, error) {
+// appendFrame appends {"type":typ, <fields of payload>}\n to dst, or fails
+// with ErrFrameTooLarge when that is over limit bytes (newline excluded).
+func appendFrame(dst []byte, typ string, payload any, limit int) ([]byte, error) {
 	out := dst
 	err := marshal(payload, func(body []byte) error {
 		if len(body) < 2 || body[0] != '{' {
@@ -216,7 +223,7 @@ func appendFrame(dst []byte, typ string, payload any) ([]byte, error) {
 			quoted, _ = json.Marshal(typ)
 			size += len(quoted)
 		}
-		if size > MaxFrameSize {
+		if size > limit {
 			return ErrFrameTooLarge
 		}
 		out = append(out, `{"type":`...)
@@ -257,16 +264,16 @@ func plainTypeName(typ string) bool {
 
 // appendUnknown writes u.Raw back, compacted so that it stays one line, or
 // {"type":u.Type} when Raw is empty.
-func appendUnknown(dst []byte, u *Unknown) ([]byte, error) {
+func appendUnknown(dst []byte, u *Unknown, limit int) ([]byte, error) {
 	raw := trimNewline(u.Raw)
 	if len(raw) == 0 {
-		return appendFrame(dst, u.Type, struct{}{})
+		return appendFrame(dst, u.Type, struct{}{}, limit)
 	}
 	var b bytes.Buffer
 	if err := json.Compact(&b, raw); err != nil || b.Len() == 0 || b.Bytes()[0] != '{' {
 		return dst, fmt.Errorf("protocol: encode %s: Raw is not a JSON object", u.Type)
 	}
-	if b.Len() > MaxFrameSize {
+	if b.Len() > limit {
 		return dst, ErrFrameTooLarge
 	}
 	dst = append(dst, b.Bytes()...)

@@ -11,8 +11,9 @@ import (
 // escaping off, as everywhere in this package); TestTranscriptFastPath and
 // FuzzTranscriptFastPath hold it to that.
 
-// appendTranscript appends the transcript frame, newline included.
-func appendTranscript(dst []byte, m *Transcript) ([]byte, error) {
+// appendTranscript appends the transcript frame, newline included, or
+// fails with ErrFrameTooLarge when it is over limit bytes.
+func appendTranscript(dst []byte, m *Transcript, limit int) ([]byte, error) {
 	start := len(dst)
 	dst = append(dst, `{"type":"transcript","role":`...)
 	dst = appendJSONString(dst, string(m.Role))
@@ -35,7 +36,7 @@ func appendTranscript(dst []byte, m *Transcript) ([]byte, error) {
 		dst = appendJSONString(dst, m.Kind)
 	}
 	dst = append(dst, '}')
-	if len(dst)-start > MaxFrameSize {
+	if len(dst)-start > limit {
 		return dst[:start], ErrFrameTooLarge
 	}
 	return append(dst, '\n'), nil

@@ -10,7 +10,7 @@ import (
 // slowTranscript encodes through the generic (encoding/json) path.
 func slowTranscript(t testing.TB, m *Transcript) ([]byte, error) {
 	t.Helper()
-	return appendFrame(nil, TypeTranscript, m)
+	return appendFrame(nil, TypeTranscript, m, MaxFrameSize)
 }
 
 func TestTranscriptFastPath(t *testing.T) {
@@ -24,7 +24,7 @@ func TestTranscriptFastPath(t *testing.T) {
 		{Role: RoleTool, Text: strings.Repeat("x", 10000), Agent: "a\"gent", Ts: -5},
 		{Role: Role("weird\nrole"), Text: "t", Stream: Stream("s\u2028")},
 	} {
-		fast, ferr := appendTranscript(nil, m)
+		fast, ferr := appendTranscript(nil, m, MaxFrameSize)
 		slow, serr := slowTranscript(t, m)
 		if ferr != nil || serr != nil || !bytes.Equal(fast, slow) {
 			t.Errorf("%+v:\nfast %q (%v)\nslow %q (%v)", m, fast, ferr, slow, serr)
@@ -42,7 +42,7 @@ func FuzzTranscriptFastPath(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, text, agent string, ts int64, stream string) {
 		m := &Transcript{Role: RoleTool, Text: text, Agent: agent, Ts: ts, Stream: Stream(stream)}
-		fast, ferr := appendTranscript(nil, m)
+		fast, ferr := appendTranscript(nil, m, MaxFrameSize)
 		slow, serr := slowTranscript(t, m)
 		if (ferr == nil) != (serr == nil) || ferr == nil && !bytes.Equal(fast, slow) {
 			t.Fatalf("fast %q (%v)\nslow %q (%v)", fast, ferr, slow, serr)

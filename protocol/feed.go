@@ -1,6 +1,9 @@
 package protocol
 
-import "encoding/json"
+import (
+	"encoding/json"
+	"math"
+)
 
 // This file holds the live feeds (fileChange, toolCall, hubEvent) and the
 // attach-time bootstrap messages (hydrate, commandCatalog).
@@ -127,8 +130,9 @@ func (HubEvent) MessageType() string { return TypeHubEvent }
 type hubEventFields HubEvent
 
 // MarshalJSON encodes the event as a hubEvent message object, "type" first.
+// Its size is not capped here: the frame it is part of is.
 func (m HubEvent) MarshalJSON() ([]byte, error) {
-	b, err := appendFrame(nil, TypeHubEvent, hubEventFields(m))
+	b, err := appendFrame(nil, TypeHubEvent, hubEventFields(m), math.MaxInt)
 	if err != nil {
 		return nil, err
 	}

@@ -427,6 +427,10 @@ func (a *app) attach(ctx context.Context, d registry.Descriptor) (attached bool,
 			return true, err
 		}
 		a.push(d.ID, m, replay)
+		if n := c.Skipped(); n > 0 {
+			typ := m.MessageType()
+			a.event(func(mod *Model) { mod.Skipped(d.ID, typ, n) })
+		}
 	}
 }
 

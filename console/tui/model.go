@@ -266,6 +266,16 @@ func (m *Model) Disconnected(id string, err error, retryIn time.Duration) {
 	f.native.markUncertain()
 }
 
+// Skipped notes in fleet id's feed that n malformed entries of a frame of
+// type typ were left out (client.Conn.Skipped): the rest was shown.
+func (m *Model) Skipped(id, typ string, n int) {
+	what := plural(n, "malformed "+typ+" entry") + " skipped"
+	if typ == protocol.TypeHydrate {
+		what = plural(n, "history entry") + " skipped (malformed)"
+	}
+	m.fleetFor(id).feed.push(feedEntry{kind: feedErrors, isErr: true, ts: m.now().UnixMilli(), icon: "!", who: "console", what: what})
+}
+
 // Apply folds one frame of fleet id into the model. replay marks history
 // (between welcome and replayEnd): folded the same way, without alerts or
 // dismissal notices.

@@ -610,3 +610,24 @@ func TestHeaderBudget(t *testing.T) {
 	m.Apply("f1", fs, false)
 	mustContain(t, screen(m, viewWorkers, 120, 24), "budget 500/worker")
 }
+
+// TestSkippedEntriesAreNoted: the client left malformed hydrate entries
+// out (client.Conn.Skipped); the rest is folded as usual and the feed says
+// how many were skipped, among the errors.
+func TestSkippedEntriesAreNoted(t *testing.T) {
+	m, _ := newModel(false)
+	m.Apply("f1", welcome(), true)
+	m.Apply("f1", &protocol.Hydrate{Conversation: []protocol.HydrateConversationEntry{{Role: protocol.RoleUser, Text: "add a greeting", Ts: 1}}}, true)
+	m.Skipped("f1", protocol.TypeHydrate, 2)
+	m.Skipped("f1", protocol.TypeFleetState, 1)
+	f := m.fleetFor("f1")
+	var got []string
+	for i := range f.feed.len() {
+		if e := f.feed.at(i); e.kind == feedErrors {
+			got = append(got, e.what)
+		}
+	}
+	if strings.Join(got, "|") != "2 history entries skipped (malformed)|1 malformed fleetState entry skipped" || f.conv.len() != 1 {
+		t.Fatalf("feed %q, %d conversation entries", got, f.conv.len())
+	}
+}

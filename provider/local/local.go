@@ -1,5 +1,6 @@
 // Package local is the embedded provider: each task is a shell command run
-// with `sh -c` in the worker's directory. Its output lines become transcript
+// with `sh -c` in the worker's directory (a command too long for an
+// argument is run from a private script file). Its output lines become transcript
 // lines, the command is one "shell" tool call, and two workflow lines let a
 // script talk to the operator:
 //
@@ -20,6 +21,7 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"sync"
 	"time"
@@ -179,8 +181,43 @@ func (s *session) runTurn(ctx context.Context, command string) provider.TurnEnde
 	return res
 }
 
+// maxArgCommand is the longest command passed to the shell as its -c
+// argument. The kernel refuses longer arguments (Linux: 128 KiB for one,
+// about 2 MiB for all of them with the environment: "argument list too
+// long"), and none may hold a NUL byte; such a command is run from a
+// script file instead (scriptArgs).
+const maxArgCommand = 32 << 10
+
+// shellArgs returns the shell's arguments for command: `-c command`, or
+// for a long one `-c '. FILE'`, FILE a private copy of the command (0600
+// in a 0700 directory) that cleanup removes. Sourcing it from -c keeps
+// what a command sees as in `sh -c`: $0 is the shell, there are no
+// positional parameters, and stdin is still the channel ::ask:: answers
+// arrive on.
+func shellArgs(command string) (args []string, cleanup func(), err error) {
+	if len(command) <= maxArgCommand && !strings.ContainsRune(command, 0) {
+		return []string{"-c", command}, func() {}, nil
+	}
+	dir, err := os.MkdirTemp("", "fleet-command-")
+	if err != nil {
+		return nil, nil, fmt.Errorf("write the command to a script file: %w", err)
+	}
+	cleanup = func() { os.RemoveAll(dir) }
+	path := filepath.Join(dir, "command.sh")
+	if err := os.WriteFile(path, []byte(command), 0o600); err != nil {
+		cleanup()
+		return nil, nil, fmt.Errorf("write the command to a script file: %w", err)
+	}
+	return []string{"-c", ". '" + strings.ReplaceAll(path, "'", `'\''`) + "'"}, cleanup, nil
+}
+
 func run(ctx context.Context, shell, command string, spec provider.Spec, h provider.Host, tail *tailBuffer) provider.TurnEnded {
-	cmd := exec.Command(shell, "-c", command)
+	args, cleanup, err := shellArgs(command)
+	if err != nil {
+		return provider.TurnEnded{ExitCode: -1, Err: err}
+	}
+	defer cleanup() // after the command and its process group are gone
+	cmd := exec.Command(shell, args...)
 	cmd.Dir = spec.Dir
 	cmd.Env = spec.Env
 	setProcessGroup(cmd)

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"math/rand/v2"
+	"os"
 	"slices"
 	"strings"
 	"sync"
@@ -313,5 +314,33 @@ func BenchmarkReadLines(b *testing.B) {
 		if n != perChunk {
 			b.Fatalf("%d lines, want %d", n, perChunk)
 		}
+	}
+}
+
+// A command longer than the kernel lets one argument be (128 KiB on
+// Linux) runs, from a private script file that is gone afterwards; $0,
+// the positional parameters and stdin (the ::ask:: answers) are as with
+// `sh -c`.
+func TestCommandLongerThanAnArgumentRuns(t *testing.T) {
+	tmp := t.TempDir()
+	t.Setenv("TMPDIR", tmp)
+	filler := ": '" + strings.Repeat("x", 300<<10) + "'\n"
+	h := &fakeHost{answer: "prod"}
+	res := runCmd(t, filler+`echo "args=$# zero=$0"; echo '::ask::{"question":"env?"}'; read a; echo "a=$a"; `+
+		`ls -ld "$(dirname "$(ls -d "$TMPDIR"/fleet-command-*/command.sh)")" | cut -c1-10`, h)
+	if res.Err != nil {
+		t.Fatalf("%v (lines %q, notes %q)", res.Err, h.lines, h.notes)
+	}
+	if got := strings.Join(h.lines, "|"); got != "stdout:args=0 zero=sh|stdout:a=prod|stdout:drwx------" {
+		t.Fatalf("%q", got)
+	}
+	if left, _ := os.ReadDir(tmp); len(left) != 0 {
+		t.Fatalf("the script file's directory is left: %v", left)
+	}
+
+	// A NUL byte cannot stand in an argument either.
+	h = &fakeHost{}
+	if res := runCmd(t, "echo before\x00; echo after", h); res.Err != nil || strings.Join(h.lines, "|") != "stdout:before|stdout:after" {
+		t.Fatalf("NUL: %+v %q", res, h.lines)
 	}
 }
