@@ -616,7 +616,8 @@ func TestHeaderBudget(t *testing.T) {
 // how many were skipped, among the errors.
 func TestSkippedEntriesAreNoted(t *testing.T) {
 	m, _ := newModel(false)
-	m.Apply("f1", welcome(), true)
+	m.SetFleets([]FleetRef{{ID: "f1", Name: "api"}})
+	m.Connected("f1", welcome())
 	m.Apply("f1", &protocol.Hydrate{Conversation: []protocol.HydrateConversationEntry{{Role: protocol.RoleUser, Text: "add a greeting", Ts: 1}}}, true)
 	m.Skipped("f1", protocol.TypeHydrate, 2)
 	m.Skipped("f1", protocol.TypeFleetState, 1)
