@@ -113,16 +113,25 @@ func (e *Engine) handlePromptLocked(source, text string) {
 		e.coordinatorPromptLocked(text)
 		return
 	}
-	var created []*task
+	var cmds []string
 	ignored := 0
 	for line := range strings.SplitSeq(text, "\n") {
 		line = strings.TrimRight(line, "\r")
 		cmd, ok := strings.CutPrefix(strings.TrimLeft(line, " \t"), shellPrefix)
 		if ok && strings.TrimSpace(cmd) != "" {
-			created = append(created, e.addTaskLocked(strings.TrimSpace(cmd)))
+			cmds = append(cmds, strings.TrimSpace(cmd))
 		} else if strings.TrimSpace(line) != "" {
 			ignored++
 		}
+	}
+	if len(cmds) > maxTasksPerPrompt {
+		e.replyErrorLocked(fmt.Sprintf("This prompt has %d task lines; one prompt makes at most %d tasks. Nothing was queued: "+
+			"send them in smaller prompts, or put them in a script and run that.", len(cmds), maxTasksPerPrompt))
+		return
+	}
+	created := make([]*task, 0, len(cmds))
+	for _, cmd := range cmds {
+		created = append(created, e.addTaskLocked(cmd))
 	}
 	if len(created) == 0 {
 		e.replyErrorLocked("This fleet runs the local provider: a line starting with \"$ \" is a task " +
@@ -149,6 +158,11 @@ func (e *Engine) handlePromptLocked(source, text string) {
 	e.replyLocked(b.String())
 	e.dispatchLocked()
 }
+
+// maxTasksPerPrompt bounds the tasks one prompt makes: a prompt at the size
+// limit of nothing but "$ x" lines would otherwise queue a quarter of a
+// million tasks, each saved and listed.
+const maxTasksPerPrompt = 200
 
 func (e *Engine) cmdHelp(string) (string, error) {
 	var b strings.Builder

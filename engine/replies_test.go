@@ -57,6 +57,8 @@ func TestErrorRepliesAreMarked(t *testing.T) {
 		{"/clean", "no worktrees to clean", true},
 		{"/fleet-intel", "Intel is unavailable", true},
 		{"hello there", "a line starting with \"$ \" is a task", true},
+		{strings.Repeat("$ true\n", maxTasksPerPrompt+1), "one prompt makes at most 200 tasks. Nothing was queued", true},
+		{"$ true", "Queued t2:", false}, // the refused prompt made no task
 	} {
 		r := replyTo(t, e, rec, tt.prompt)
 		if !strings.Contains(r.Text, tt.want) {
