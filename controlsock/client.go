@@ -423,6 +423,7 @@ func (c *client) writeLoop() {
 	defer c.conn.Close() // unblocks the reader when the writer gives up
 	var batch [][]byte
 	var owners []*batchBuf
+	var iov net.Buffers // scratch for chunkOf
 	for {
 		c.mu.Lock()
 		for len(c.queue) == 0 && !c.closing {
@@ -448,51 +449,52 @@ func (c *client) writeLoop() {
 		if closing && reason != reasonShutdown {
 			timeout = handshakeWriteTimeout
 		}
-		// Write in chunks, each with its own deadline, so that progress is
-		// seen as it happens: runs of small frames copied into one buffer
-		// and written at once, large entries (a broadcast batch, a
-		// hydrate) as they are, up to maxIovecs of them per writev.
-		for rest := batch; len(rest) > 0; {
+		// Write in chunks of at most writeChunk bytes, each with its own
+		// deadline, so that progress is seen every writeChunk bytes the
+		// client takes: runs of small frames copied into one buffer, large
+		// entries (a broadcast batch, a hydrate) as they are in one writev,
+		// the last one cut where the chunk ends and finished by the next.
+		// off is how much of batch[i] is already written.
+		for i, off := 0, 0; i < len(batch); {
 			c.conn.SetWriteDeadline(time.Now().Add(timeout))
 			var n int64
 			var err error
-			var chunk [][]byte
-			if buf := coalesce(rest); buf != nil {
-				chunk = rest[:buf.frames]
+			var buf *coalesced
+			if off == 0 {
+				buf = coalesce(batch[i:])
+			}
+			if buf != nil {
 				var m int
 				m, err = c.conn.Write(buf.b)
 				n = int64(m)
 				putCoalesced(buf)
 			} else {
-				k := 1
-				for k < len(rest) && k < maxIovecs && len(rest[k]) >= directBytes {
-					k++
-				}
-				chunk = rest[:k]
-				bufs := net.Buffers(chunk) // WriteTo consumes bufs, not chunk
+				iov = chunkOf(batch[i:], off, iov)
+				bufs := iov // WriteTo consumes bufs
 				n, err = bufs.WriteTo(c.conn)
+				clear(iov)
 			}
-			written := owners[len(batch)-len(rest):][:len(chunk)]
-			rest = rest[len(chunk):]
+			// Release the entries this write finished.
+			for off += int(n); i < len(batch) && off >= len(batch[i]); i++ {
+				off -= len(batch[i])
+				if o := owners[i]; o != nil {
+					o.release()
+					owners[i] = nil
+				}
+			}
 			if err != nil {
 				clear(batch)
 				clear(owners)
 				if errors.Is(err, os.ErrDeadlineExceeded) && !closing {
 					c.srv.slowDL.Add(1)
 					c.srv.log.Warn("slow consumer evicted", "client", c.id, "name", c.name, "kind", c.kind,
-						"reason", reasonSlowDeadline, "deadline", timeout, "frames", len(chunk), "written", n)
+						"reason", reasonSlowDeadline, "deadline", timeout, "written", n)
 					c.mu.Lock()
 					c.closing, c.flush, c.reason = true, false, reasonSlowDeadline
 					c.setCongestedLocked(false)
 					c.mu.Unlock()
 				}
 				return
-			}
-			for i, o := range written {
-				if o != nil {
-					o.release()
-					written[i] = nil
-				}
 			}
 			c.mu.Lock()
 			c.writing -= int(n)
@@ -549,11 +551,23 @@ func (bb *batchBuf) release() {
 // maxIovecs is the most frames handed to one writev (Linux's IOV_MAX).
 const maxIovecs = 1024
 
+// writeChunk bounds one write to a client. Progress (flow.go) and the
+// write deadline are seen per write, so bounded writes make them measure
+// what the client takes, however much is queued for it: a blocked write
+// completes once the client has drained its socket buffer far enough
+// (Linux wakes the writer at a quarter full, so about every 192 KiB with
+// the default buffer). Unbounded, one writev carried everything queued
+// (a megabyte and more during a burst), and a console steadily reading a
+// few MB/s completed no write for StallGrace, was taken for stalled,
+// flooded and evicted by the byte bound. Capping writev at 64 KiB costs
+// nothing measurable (docs/performance.md).
+const writeChunk = 64 << 10
+
 // coalesceBytes is the size of the buffers small frames are copied into
 // for one write; pooled, so idle clients hold none. Entries of directBytes
 // or more are written as they are.
 const (
-	coalesceBytes = 64 << 10
+	coalesceBytes = writeChunk
 	directBytes   = 4 << 10
 )
 
@@ -584,6 +598,27 @@ func coalesce(queue [][]byte) *coalesced {
 }
 
 func putCoalesced(c *coalesced) { coalescePool.Put(c) }
+
+// chunkOf is the next write of large entries into iov: the first from
+// off, then the large ones after it, writeChunk bytes and maxIovecs
+// entries at most, the last one cut to fit.
+func chunkOf(entries [][]byte, off int, iov net.Buffers) net.Buffers {
+	iov = iov[:0]
+	room := writeChunk
+	for k, e := range entries {
+		if k > 0 && (len(e) < directBytes || room == 0 || len(iov) == maxIovecs) {
+			break
+		}
+		e = e[off:]
+		off = 0
+		if len(e) > room {
+			e = e[:room]
+		}
+		iov = append(iov, e)
+		room -= len(e)
+	}
+	return iov
+}
 
 func safeErr(err error) string {
 	var de *protocol.DecodeError

@@ -3,6 +3,7 @@ package controlsock
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -94,4 +95,87 @@ func TestThrottleIgnoresStalledClient(t *testing.T) {
 		t.Fatalf("producer held back %s by a stalled client", elapsed)
 	}
 	stalled.expectClosedAfterReading()
+}
+
+// A client's progress is seen every writeChunk bytes it takes, however
+// much is queued for it: a backlog is not one write that completes only
+// once the client has taken all of it. Before, a console steadily reading
+// a few MB/s during a flood completed no write for the stall grace, was
+// taken for stalled and evicted by the byte bound. Entries larger than a
+// chunk (here 130 KiB batches) are cut across writes and arrive whole.
+func TestProgressIsSeenPerChunkOfABacklog(t *testing.T) {
+	h := newHarness(t, func(c *Config) {
+		c.MaxQueueBytes = 64 << 20
+		c.SoftQueueBytes = 32 << 20
+		c.SendBufferBytes = 16 << 10
+	})
+	slow, _ := h.attach("slow")
+	var cl *client
+	h.srv.mu.Lock()
+	for c := range h.srv.clients {
+		cl = c
+	}
+	h.srv.mu.Unlock()
+	backlog := func() int {
+		cl.mu.Lock()
+		defer cl.mu.Unlock()
+		return cl.queued + cl.writing
+	}
+
+	// 4 MiB queued while the client reads nothing.
+	const batches, perBatch = 32, 128
+	text := strings.Repeat("p", 1000)
+	for b := range batches {
+		ms := make([]protocol.Message, perBatch)
+		for i := range ms {
+			ms[i] = &protocol.Transcript{Role: protocol.RoleTool, Agent: "w1", Text: fmt.Sprintf("%d %s", b*perBatch+i, text)}
+		}
+		h.srv.BroadcastBatch(ms)
+	}
+	total := backlog() // what the writer could not hand to the kernel yet
+	if total < 3<<20 {
+		t.Fatalf("backlog %d bytes; want the 4 MiB still queued", total)
+	}
+
+	// The client takes 1 MiB of it, then stops.
+	slow.conn.SetReadDeadline(time.Now().Add(time.Minute))
+	next, took := 0, 0
+	check := func(f []byte) {
+		t.Helper()
+		if !bytes.Contains(f, []byte(`"transcript"`)) {
+			return
+		}
+		want := fmt.Sprintf(`"text":"%d `, next)
+		if !bytes.Contains(f, []byte(want)) {
+			t.Fatalf("frame %d: got %.80q", next, f)
+		}
+		next++
+	}
+	for took < 1<<20 {
+		f, err := slow.r.ReadFrame()
+		if err != nil {
+			t.Fatal(err)
+		}
+		took += len(f) + 1
+		check(f)
+	}
+	// The fleet sees that progress: all but the socket buffer and one
+	// chunk of what the client took is off its backlog.
+	deadline := time.Now().Add(30 * time.Second)
+	for backlog() > total-(1<<20)+(256<<10) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the client took %d bytes of a %d-byte backlog; the fleet still counts %d bytes as unwritten", took, total, backlog())
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	for next < batches*perBatch {
+		f, err := slow.r.ReadFrame()
+		if err != nil {
+			t.Fatalf("after %d frames: %v", next, err)
+		}
+		check(f)
+	}
+	if st := h.srv.Stats(); st.SlowQueue+st.SlowDeadline != 0 {
+		t.Fatalf("evicted: %+v", st)
+	}
 }
