@@ -17,14 +17,21 @@ import (
 // budgetScript: a worker's turn makes two model requests (400, then 300
 // input tokens), each with a shell call; the budget's continuation turn
 // finishes.
+//
+// Each shell call writes a file, so Claude Code asks before it runs it (a
+// bare `echo` is read-only, and it ran without asking): the second call
+// waits for an answer that never comes, so the turn cannot go on to its
+// third request however fast it runs; only the budget's interrupt ends it.
+// With the bare echo the turn raced the fleet's interrupt, and under load
+// it made its third request first (or even finished).
 func budgetScript() modelmock.Script {
 	bash := func(cmd string) []modelmock.ToolCall {
 		return []modelmock.ToolCall{{Name: "Bash", Input: map[string]any{"command": cmd, "description": "step"}}}
 	}
 	return modelmock.Script{Rules: []modelmock.Rule{
 		{Name: "work", Match: "budget-work:", Turns: []modelmock.Turn{
-			{Usage: modelmock.Usage{Input: 400, Output: 10}, ToolCalls: bash("echo step-one")},
-			{Usage: modelmock.Usage{Input: 300, Output: 10}, ToolCalls: bash("echo step-two")},
+			{Usage: modelmock.Usage{Input: 400, Output: 10}, ToolCalls: bash("echo step-one > step-one.txt")},
+			{Usage: modelmock.Usage{Input: 300, Output: 10}, ToolCalls: bash("echo step-two > step-two.txt")},
 			{Text: "All steps done.", Usage: modelmock.Usage{Input: 10, Output: 1}},
 		}},
 		{Name: "continue", Match: "You were paused at your token budget", Turns: []modelmock.Turn{
@@ -57,12 +64,13 @@ func newBudgetEnv(t *testing.T, budgets map[string]any) *agentEnv {
 }
 
 // answering waits like waitLong and allows the first step's shell call
-// on the way. The second step's is never answered: only the budget's
-// interrupt can end that turn.
-func answering(s *stream, c *client.Conn, what string, pred func(protocol.Message) bool) protocol.Message {
+// on the way, setting *asked. The second step's is never answered: only
+// the budget's interrupt can end that turn (see budgetScript).
+func answering(s *stream, c *client.Conn, asked *bool, what string, pred func(protocol.Message) bool) protocol.Message {
 	s.t.Helper()
 	return s.waitLong(what, func(m protocol.Message) bool {
 		if a, ok := m.(*protocol.AskRequest); ok && strings.Contains(a.Question, "step-one") {
+			*asked = true
 			c.Send(&protocol.AskResponse{ID: a.ID, Text: "allow"})
 			return false
 		}
@@ -70,9 +78,15 @@ func answering(s *stream, c *client.Conn, what string, pred func(protocol.Messag
 	})
 }
 
-// cutShort fails the test when the scripted turn went on past the budget.
-func cutShort(t *testing.T, ae *agentEnv) {
+// cutShort fails the test when the scripted turn went on past the budget,
+// or when the CLI ran the first step's shell call without asking: then it
+// would not wait for the second's either, and the test would race the
+// fleet's interrupt (see budgetScript).
+func cutShort(t *testing.T, ae *agentEnv, asked bool) {
 	t.Helper()
+	if !asked {
+		t.Fatal("the CLI ran the first step's shell call without asking the operator; the script's calls must need approval")
+	}
 	for _, r := range ae.mock.Requests() {
 		if r.Rule == "work" && r.Turn >= 2 {
 			t.Fatalf("the turn went on past the budget: request %d of the turn was made", r.Turn+1)
@@ -107,8 +121,8 @@ func TestClaudeWorkerTokenBudget(t *testing.T) {
 			c.Send(&protocol.Prompt{Text: "/spawn budget-work: do the steps"})
 
 			warn := "w1 used 80% of its token budget (400 of 500 tokens)"
-			sawReply := false
-			answering(s, c, "the 80% notice", func(m protocol.Message) bool {
+			sawReply, asked := false, false
+			answering(s, c, &asked, "the 80% notice", func(m protocol.Message) bool {
 				if r, ok := m.(*protocol.Reply); ok && r.Text == warn {
 					sawReply = true
 				}
@@ -116,7 +130,7 @@ func TestClaudeWorkerTokenBudget(t *testing.T) {
 			})
 			var cr *protocol.ConfirmRequest
 			var interrupted bool
-			answering(s, c, "the budget confirm", func(m protocol.Message) bool {
+			answering(s, c, &asked, "the budget confirm", func(m protocol.Message) bool {
 				switch m := m.(type) {
 				case *protocol.Reply:
 					sawReply = sawReply || m.Text == warn
@@ -135,13 +149,13 @@ func TestClaudeWorkerTokenBudget(t *testing.T) {
 				t.Fatalf("confirm %q", cr.Summary)
 			}
 			c.Send(&protocol.ConfirmResponse{ID: cr.ID, Approve: approve})
-			settled := answering(s, c, "w1 settles", func(m protocol.Message) bool {
+			settled := answering(s, c, &asked, "w1 settles", func(m protocol.Message) bool {
 				h, ok := m.(*protocol.HubEvent)
 				return ok && h.From == "w1" && (h.Kind == protocol.HubCompleted || h.Kind == protocol.HubFailed)
 			}).(*protocol.HubEvent)
 			// The turn was cut short: the script's last answer of the turn
 			// was never asked for.
-			cutShort(t, ae)
+			cutShort(t, ae, asked)
 			if !approve {
 				if settled.Kind != protocol.HubFailed || !strings.Contains(settled.Text, "token budget exhausted (") {
 					t.Fatalf("after a deny: %s %q", settled.Kind, settled.Text)
@@ -185,7 +199,8 @@ func TestClaudeNativeTokenBudgetHold(t *testing.T) {
 	c := d.dial(protocol.ClientOther, "op")
 	s.waitFor("replayEnd", isType(protocol.TypeReplayEnd))
 	c.Send(&protocol.Prompt{Text: "/spawn budget-work: do the steps"})
-	answering(s, c, "the hold's reply", func(m protocol.Message) bool {
+	asked := false
+	answering(s, c, &asked, "the hold's reply", func(m protocol.Message) bool {
 		if cr, ok := m.(*protocol.ConfirmRequest); ok {
 			t.Fatalf("a confirm in a native session: %q", cr.Summary)
 		}
@@ -215,14 +230,14 @@ func TestClaudeNativeTokenBudgetHold(t *testing.T) {
 	if res, code := ae.rootJSON("release", root, "--hold-hash", hash, "--operation-id", "op-budget", "--revision", strconv.Itoa(int(rev))); code != 0 || res["kind"] != "receipt" {
 		t.Fatalf("release: %d %v", code, res)
 	}
-	done := answering(s, c, "w1 settles", func(m protocol.Message) bool {
+	done := answering(s, c, &asked, "w1 settles", func(m protocol.Message) bool {
 		h, ok := m.(*protocol.HubEvent)
 		return ok && h.From == "w1" && (h.Kind == protocol.HubCompleted || h.Kind == protocol.HubFailed)
 	}).(*protocol.HubEvent)
 	if done.Kind != protocol.HubCompleted {
 		t.Fatalf("after the release: %q", done.Text)
 	}
-	cutShort(t, ae)
+	cutShort(t, ae, asked)
 	continued := false
 	for _, r := range ae.mock.Requests() {
 		continued = continued || (r.Rule == "continue" && strings.Contains(string(r.Body), "step-one"))

@@ -63,10 +63,16 @@ func TestNativeRootStoryFromTheCLI(t *testing.T) {
 		t.Fatalf("reused id: %d %v", code, reused)
 	}
 
-	// While paused, a task is reserved but does not start.
+	// While paused, a task is reserved but does not start. The fleet
+	// reserves it in the root after the prompt, on its own goroutine: wait
+	// for the reservation, not for the prompt to have been sent.
 	c.Prompt("$ echo after-resume")
-	st, _ := e.rootJSON("status", root)
-	if r := st["root"].(map[string]any); r["intent"] != "pause" || len(r["tasks"].([]any)) != 1 {
+	st := e.waitRoot(root, "the task reserved in the root", func(r map[string]any) bool {
+		tasks, _ := r["tasks"].([]any)
+		return len(tasks) > 0
+	})
+	if r := st["root"].(map[string]any); r["intent"] != "pause" || len(r["tasks"].([]any)) != 1 ||
+		r["tasks"].([]any)[0].(map[string]any)["state"] != "reserved" {
 		t.Fatalf("status while paused: %v", st)
 	}
 	if _, code := e.rootJSON("resume", root, "--operation-id", "op-3", "--revision", "2"); code != 0 {
@@ -83,16 +89,16 @@ func TestNativeRootStoryFromTheCLI(t *testing.T) {
 		h, ok := m.(*protocol.HubEvent)
 		return ok && h.Kind == "failed" && strings.Contains(h.Text, "t2")
 	})
-	var hold map[string]any
-	for range 100 {
-		st, _ = e.rootJSON("status", root)
-		if hs, _ := st["root"].(map[string]any)["holds"].([]any); len(hs) == 1 {
-			hold = hs[0].(map[string]any)
-			break
-		}
-	}
-	if hold == nil || hold["taskId"] != "t2" {
-		t.Fatalf("no hold on the failed task: %v", st)
+	// The hold is recorded when the fleet settles the task in the root,
+	// which may come after the hub event.
+	st = e.waitRoot(root, "a hold on the failed task", func(r map[string]any) bool {
+		hs, _ := r["holds"].([]any)
+		return len(hs) > 0
+	})
+	hs := st["root"].(map[string]any)["holds"].([]any)
+	hold := hs[0].(map[string]any)
+	if len(hs) != 1 || hold["taskId"] != "t2" {
+		t.Fatalf("not one hold on the failed task: %v", st)
 	}
 	for _, proof := range []string{"ws-made-up", "/etc/passwd", "0123456789abcdef0123456789abcdef01234567"} {
 		if res, code := e.rootJSON("reconcile", root, "--proof", proof, "--operation-id", "op-r-"+proof[:3], "--revision", "3"); code != 1 || res["code"] != "invalid_proof" {
@@ -123,6 +129,24 @@ func TestNativeRootStoryFromTheCLI(t *testing.T) {
 		t.Fatalf("after resume: %d %v", code, res)
 	}
 	d2.stop()
+}
+
+// waitRoot polls `fleet root status` until cond holds for the root's
+// status, and returns the whole result. The bound is for a loaded machine:
+// it is only reached when the condition never comes.
+func (e *env) waitRoot(root, what string, cond func(root map[string]any) bool) map[string]any {
+	e.t.Helper()
+	deadline := time.Now().Add(time.Minute)
+	for {
+		st, code := e.rootJSON("status", root)
+		if r, _ := st["root"].(map[string]any); code == 0 && r != nil && cond(r) {
+			return st
+		}
+		if time.Now().After(deadline) {
+			e.t.Fatalf("waited a minute for %s; the last status: %d %v", what, code, st)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
 }
 
 func TestLegacySessionRefusesNativeRequests(t *testing.T) {
@@ -237,13 +261,18 @@ func TestKill9DuringMutationStorm(t *testing.T) {
 		acked[op] = ack{body, rev}
 		mu.Unlock()
 	})
-	deadline := time.Now().Add(10 * time.Second)
+	// Kill after 40 acknowledgements, or after 10 s with at least 10 (a
+	// loaded machine acknowledges slower); give up only after two minutes.
+	start := time.Now()
 	for {
 		mu.Lock()
 		n := len(acked)
 		mu.Unlock()
-		if n >= 40 || time.Now().After(deadline) {
+		if n >= 40 || n >= 10 && time.Since(start) > 10*time.Second {
 			break
+		}
+		if time.Since(start) > 2*time.Minute {
+			t.Fatalf("only %d acknowledged in two minutes", n)
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
@@ -251,9 +280,6 @@ func TestKill9DuringMutationStorm(t *testing.T) {
 	<-d.done
 	close(stop)
 	wg.Wait()
-	if len(acked) < 10 {
-		t.Fatalf("only %d acknowledged before the kill", len(acked))
-	}
 
 	out, _, _ := e.fleet("", "sessions", "--json")
 	var sessions []struct{ ID string }

@@ -3,8 +3,10 @@
 package proctree
 
 import (
+	"fmt"
 	"os"
 	"os/exec"
+	"strings"
 	"testing"
 	"time"
 )
@@ -27,12 +29,29 @@ func TestKillEndsDetachedDescendants(t *testing.T) {
 	if _, err := out.Read(buf); err != nil { // "started": the children were forked
 		t.Fatal(err)
 	}
+	// Wait for what the script leaves running: the shell and its three
+	// sleeps. A count of marked processes is not enough: the subshell
+	// that detaches the second sleep is marked too while it lives, so four
+	// can be the shell, the subshell and two sleeps, before the last sleep
+	// starts and after which the subshell exits.
 	deadline := time.Now().Add(30 * time.Second)
-	for len(tr.Alive()) < 4 && time.Now().Before(deadline) {
+	var pids []int
+	for {
+		var sleeps int
+		var shell bool
+		pids = tr.Alive()
+		for _, pid := range pids {
+			comm, _ := os.ReadFile(fmt.Sprintf("/proc/%d/comm", pid))
+			sleeps += btoi(strings.TrimSpace(string(comm)) == "sleep")
+			shell = shell || pid == cmd.Process.Pid
+		}
+		if shell && sleeps == 3 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("want the shell and 3 sleeps marked, found %d (pids %v, shell %v, sleeps %d)", len(pids), pids, shell, sleeps)
+		}
 		time.Sleep(10 * time.Millisecond)
-	}
-	if n := len(tr.Alive()); n < 4 {
-		t.Fatalf("want the shell and 3 sleeps marked, found %d", n)
 	}
 	tr.Kill(cmd)
 	_ = cmd.Wait()
@@ -50,4 +69,11 @@ func TestMarksAreUnique(t *testing.T) {
 	if a.Mark() == b.Mark() {
 		t.Fatal("two trees share a mark")
 	}
+}
+
+func btoi(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
 }
