@@ -31,7 +31,7 @@ type diffPane struct {
 
 // openDiff asks the fleet of the current view for the worker's diff and
 // opens the pane; nothing opens when the prompt could not be sent.
-func (m *Model) openDiff(ref string) []Action {
+func (t *workersTab) openDiff(m *Model, ref string) []Action {
 	acts := m.sendPrompt("/diff " + ref)
 	if len(acts) != 1 {
 		return acts
@@ -41,15 +41,15 @@ func (m *Model) openDiff(ref string) []Action {
 	if p == nil {
 		return acts
 	}
-	m.diff = &diffPane{fleet: s.Fleet, worker: ref, reqID: p.RequestID}
+	t.diff = &diffPane{fleet: s.Fleet, worker: ref, reqID: p.RequestID}
 	m.flash = "" // the pane says what it waits for; the line keeps its keys
 	return acts
 }
 
-// foldDiff watches fleet id's live frames for the answer the pane waits for.
-func (m *Model) foldDiff(id string, msg protocol.Message, replay bool) {
-	d := m.diff
-	if d == nil || d.fleet != id || d.answered || replay {
+// watch looks among fleet id's live frames for the answer the pane waits
+// for.
+func (d *diffPane) watch(id string, msg protocol.Message, replay bool) {
+	if d.fleet != id || d.answered || replay {
 		return
 	}
 	next := d.adjacent
@@ -89,12 +89,12 @@ func (d *diffPane) set(text string) {
 
 // diffKey handles the pane's own keys; the worker keys (d again, m, a, p,
 // x, t) fall through to the table's.
-func (m *Model) diffKey(name string) bool {
-	d := m.diff
+func (t *workersTab) diffKey(m *Model, name string) bool {
+	d := t.diff
 	page := max(m.bodyHeight()-2, 1)
 	switch name {
 	case "esc":
-		m.diff = nil
+		t.diff = nil
 	case "up":
 		d.top--
 	case "down":
@@ -114,9 +114,8 @@ func (m *Model) diffKey(name string) bool {
 	return true
 }
 
-func (m *Model) diffBody(w, h int) []string {
+func (d *diffPane) body(m *Model, w, h int) []string {
 	st := m.st
-	d := m.diff
 	title := st.paint(st.bold, oneLine(d.worker)) + " · diff"
 	if !d.answered {
 		return []string{title, "", "  asking the fleet for " + oneLine(d.worker) + "'s diff… (its reply also shows in 6 Conversation)"}

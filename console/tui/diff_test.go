@@ -101,7 +101,7 @@ func TestDiffPaneFromTheTranscriptAndBounds(t *testing.T) {
 	m.Apply("f1", &protocol.Reply{Text: "diff --git a/old b/old"}, true)
 	mustContain(t, m.View(), "asking the fleet")
 	m.Apply("f1", &protocol.Reply{Text: longDiff(3000) + "\n\x1b]0;pwned\x07\x1b[31mred"}, false)
-	d := m.diff
+	d := m.tabs.workers.diff
 	if len(d.lines) != maxEntryLines+1 || !strings.HasPrefix(d.lines[maxEntryLines], "… 1006 more lines") {
 		t.Fatalf("pane keeps %d lines, last %q", len(d.lines), d.lines[len(d.lines)-1])
 	}
@@ -132,13 +132,13 @@ func TestDiffPaneClosesWithTheFleet(t *testing.T) {
 	m.Resize(80, 24)
 	askDiff(t, m)
 	press(m, "]")
-	if m.diff != nil {
+	if m.tabs.workers.diff != nil {
 		t.Error("the pane stayed open on another fleet")
 	}
 	// Not connected: nothing is sent and no pane opens.
 	n, _ := loaded(false)
 	n.Disconnected("f1", errors.New("EOF"), time.Second)
-	if acts := press(n, "d"); len(acts) != 0 || n.diff != nil {
-		t.Errorf("d while disconnected: %v, pane %v", acts, n.diff != nil)
+	if acts := press(n, "d"); len(acts) != 0 || n.tabs.workers.diff != nil {
+		t.Errorf("d while disconnected: %v, pane %v", acts, n.tabs.workers.diff != nil)
 	}
 }

@@ -14,6 +14,9 @@ import (
 	"github.com/agents-fleet/fleet/protocol"
 )
 
+// Test helpers: a model on a fixed clock, a realistic fleet to load it
+// with, and the checks every screen must pass.
+
 var update = flag.Bool("update", false, "rewrite the golden files in testdata")
 
 // t0 is the fixed "now" of every test.
@@ -195,6 +198,14 @@ func loaded(color bool) (*Model, *clock) {
 	return m, c
 }
 
+func connected(color bool) (*Model, *clock) {
+	m, c := newModel(color)
+	m.SetFleets([]FleetRef{{ID: "f1", Name: "api"}})
+	m.Connected("f1", welcome())
+	m.Apply("f1", &protocol.ReplayEnd{}, true)
+	return m, c
+}
+
 // attach simulates an attach: Connected, then the replay burst.
 func attach(m *Model, id string) {
 	m.Connected(id, welcome())
@@ -204,6 +215,31 @@ func attach(m *Model, id string) {
 }
 
 func lines(s string) []string { return strings.Split(s, "\n") }
+
+// screen renders view v of m at w×h.
+func screen(m *Model, v view, w, h int) string {
+	m.Resize(w, h)
+	m.view = v
+	return m.View()
+}
+
+func mustContain(t *testing.T, s string, subs ...string) {
+	t.Helper()
+	for _, sub := range subs {
+		if !strings.Contains(s, sub) {
+			t.Errorf("view lacks %q:\n%s", sub, s)
+		}
+	}
+}
+
+func mustNotContain(t *testing.T, s string, subs ...string) {
+	t.Helper()
+	for _, sub := range subs {
+		if strings.Contains(s, sub) {
+			t.Errorf("view has %q:\n%s", sub, s)
+		}
+	}
+}
 
 // checkScreen asserts the View contract: exactly h lines of at most w cells.
 func checkScreen(t *testing.T, s string, w, h int) {
@@ -263,140 +299,37 @@ func key(k string) Key {
 	return Key{Name: k}
 }
 
-func TestGoldenViews(t *testing.T) {
-	cases := []struct {
-		name string
-		w, h int
-		keys []string
-	}{
-		{"workers_80x24", 80, 24, nil},
-		{"workers_120x40", 120, 40, nil},
-		{"worker_detail_80x24", 80, 24, []string{"enter"}},
-		{"tasks_80x24", 80, 24, []string{"2"}},
-		{"feed_80x24", 80, 24, []string{"3"}},
-		{"timeline_80x24", 80, 24, []string{"4"}},
-		{"requests_80x24", 80, 24, []string{"5"}},
-		{"conversation_80x24", 80, 24, []string{"6"}},
-		{"native_80x24", 80, 24, []string{"7"}},
-		{"intel_80x24", 80, 24, []string{"8"}},
-		{"help_80x24", 80, 24, []string{"?"}},
-		{"picker_80x24", 80, 24, []string{"F"}},
+func typeText(m *Model, s string) { m.Key(Key{Text: s}) }
+
+// sentPrompt returns the Prompt of the one Send in acts.
+func sentPrompt(t *testing.T, acts []Action) *protocol.Prompt {
+	t.Helper()
+	if len(acts) != 1 {
+		t.Fatalf("actions %#v, want one Send", acts)
 	}
-	for _, c := range cases {
-		t.Run(c.name, func(t *testing.T) {
-			m, _ := loaded(false)
-			m.Resize(c.w, c.h)
-			press(m, c.keys...)
-			golden(t, c.name, m, c.w, c.h)
-		})
+	s, ok := acts[0].(Send)
+	if !ok {
+		t.Fatalf("action %#v, want a Send", acts[0])
 	}
+	p, ok := s.Msg.(*protocol.Prompt)
+	if !ok || s.Fleet != "f1" {
+		t.Fatalf("sent %#v to %q, want a Prompt to f1", s.Msg, s.Fleet)
+	}
+	if !strings.HasPrefix(p.RequestID, "req-") || len(p.RequestID) < 10 {
+		t.Errorf("prompt without a fresh request id: %+v", p)
+	}
+	return p
 }
 
-// screens lists every screen: the eight views, the transcript, the help
-// and the fleet picker, and the prompt, search, filter and answer lines.
-var screens = [][]string{
-	{"1"}, {"2"}, {"3"}, {"4"}, {"5"}, {"6"}, {"7"}, {"8"},
-	{"enter"}, {"?"}, {"F"}, {":"}, {"enter", "/"}, {"3", "/"}, {"5", "down", "i"}, {"m"},
-}
-
-func TestColorViewHasStylesNoColorHasNone(t *testing.T) {
-	for _, keys := range screens {
-		mc, _ := loaded(true)
-		mn, _ := loaded(false)
-		mc.Resize(80, 24)
-		mn.Resize(80, 24)
-		press(mc, keys...)
-		press(mn, keys...)
-		color, plain := mc.View(), mn.View()
-		if !strings.Contains(color, "\x1b[") {
-			t.Errorf("%v: colour view has no styles", keys)
-		}
-		if strings.Contains(plain, "\x1b") {
-			t.Errorf("%v: NoColor view has an escape: %q", keys, plain)
-		}
-		// Same text either way (but for the active tab's brackets, badge
-		// padding and the NoColor cursor), and every styled line ends reset.
-		norm := func(s string) string {
-			return strings.Join(strings.Fields(strings.NewReplacer("[", " ", "]", " ", "█", " ").Replace(s)), " ")
-		}
-		for i, l := range lines(color) {
-			if norm(ansi.Strip(l)) != norm(lines(plain)[i]) {
-				t.Errorf("%v line %d: colour %q, plain %q", keys, i, ansi.Strip(l), lines(plain)[i])
-			}
-			if j := strings.LastIndex(l, "\x1b["); j >= 0 && !strings.HasPrefix(l[j:], "\x1b[m") && !strings.HasPrefix(l[j:], "\x1b[0m") {
-				t.Errorf("%v line %d leaks a style: %q", keys, i, l)
-			}
-		}
-		checkScreen(t, color, 80, 24)
+// sentOnly returns the message of the one Send to f1 in acts.
+func sentOnly(t *testing.T, acts []Action) protocol.Message {
+	t.Helper()
+	if len(acts) != 1 {
+		t.Fatalf("actions %#v, want one Send", acts)
 	}
-}
-
-func TestEverySizeFits(t *testing.T) {
-	sizes := [][2]int{{80, 24}, {20, 5}, {10, 3}, {1, 1}, {0, 0}, {5, 40}, {40, 10}, {200, 60}, {33, 8}}
-	for _, color := range []bool{false, true} {
-		for _, keys := range screens {
-			m, _ := loaded(color)
-			press(m, keys...)
-			for _, sz := range sizes {
-				m.Resize(sz[0], sz[1])
-				s := m.View()
-				if sz[1] == 0 {
-					if s != "" {
-						t.Errorf("%v at %v: %q", keys, sz, s)
-					}
-					continue
-				}
-				checkScreen(t, s, sz[0], sz[1])
-			}
-		}
+	s, ok := acts[0].(Send)
+	if !ok || s.Fleet != "f1" {
+		t.Fatalf("action %#v, want a Send to f1", acts[0])
 	}
-}
-
-func TestTinyScreenKeepsTheEssentials(t *testing.T) {
-	m, _ := loaded(false)
-	m.Resize(20, 5)
-	s := m.View()
-	mustContain(t, s, "⚠ 2 requests", "›")
-	m.Resize(30, 3)
-	mustContain(t, m.View(), "⚠ 2 requests waiting")
-}
-
-func TestResizeReflows(t *testing.T) {
-	m, _ := loaded(false)
-	press(m, "5")
-	m.Resize(120, 30)
-	wide := m.View()
-	m.Resize(40, 30)
-	narrow := m.View()
-	checkScreen(t, narrow, 40, 30)
-	// The command is wrapped, not cut: every word is still there.
-	for _, word := range strings.Fields("go test ./internal/router/... -race -count=1 && go vet ./internal/router/...") {
-		if !strings.Contains(narrow, word) {
-			t.Errorf("narrow requests view lost %q:\n%s", word, narrow)
-		}
-	}
-	if len(strings.Fields(wide)) == 0 || wide == narrow {
-		t.Error("resize changed nothing")
-	}
-}
-
-func TestNarrowTablesKeepNameStatusTask(t *testing.T) {
-	for _, w := range []int{120, 80, 60, 45, 30} {
-		m, _ := loaded(false)
-		m.Resize(w, 24)
-		s := m.View()
-		header := lines(s)[3]
-		for _, col := range []string{"NAME", "STATUS", "TASK"} {
-			if !strings.Contains(header, col) {
-				t.Errorf("width %d: header %q lacks %s", w, header, col)
-			}
-		}
-		mustContain(t, s, "router", "running", "t-2")
-		if w < 80 && strings.Contains(header, "TOKENS") {
-			t.Errorf("width %d keeps TOKENS: %q", w, header)
-		}
-		if w >= 120 && !strings.Contains(header, "TOKENS") {
-			t.Errorf("width %d drops TOKENS: %q", w, header)
-		}
-	}
+	return s.Msg
 }
