@@ -24,6 +24,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 	"unicode/utf8"
 
@@ -38,10 +39,19 @@ const (
 	// ResultChars is the size of the output tail reported as the tool
 	// call's result (the protocol truncates results to 2000 characters).
 	ResultChars = 2000
-	// drainGrace is how long output readers may run after the command and
-	// its process group are gone (children that escaped the group can keep
-	// a pipe open; we stop listening to them).
-	drainGrace = 2 * time.Second
+)
+
+// After the command and its process group are gone, its pipes still hold
+// what it wrote last, and a child that escaped the group may keep them
+// open. The readers go on while output keeps coming: each read waits at
+// most drainGrace for data, and at most drainCap more bytes are read (a
+// pipe holds 1 MiB at the most, so more can only come from an escaped
+// child). Time the readers spend handing lines on does not count: the
+// engine holds them back while a console catches up, and the command's
+// last lines must survive that.
+var (
+	drainGrace       = 2 * time.Second
+	drainCap   int64 = 1 << 20
 )
 
 // Provider is the local shell provider.
@@ -256,11 +266,12 @@ func run(ctx context.Context, shell, command string, spec provider.Spec, h provi
 	in := &stdin{w: stdinW}
 	runCtx, stopReaders := context.WithCancel(ctx)
 	defer stopReaders()
+	out, errOut := &pipeReader{f: outR}, &pipeReader{f: errR}
 	var readers sync.WaitGroup
 	readers.Add(2)
 	go func() {
 		defer readers.Done()
-		readLines(outR, func(lines []string) {
+		readLines(out, func(lines []string) {
 			tail.add(lines)
 			// Workflow lines are answered in order: the lines before one
 			// go out first, as the operator would see them.
@@ -281,7 +292,7 @@ func run(ctx context.Context, shell, command string, spec provider.Spec, h provi
 	}()
 	go func() {
 		defer readers.Done()
-		readLines(errR, func(lines []string) {
+		readLines(errOut, func(lines []string) {
 			tail.add(lines)
 			h.Event(provider.Output{Stream: provider.Stderr, Lines: lines})
 		})
@@ -306,15 +317,25 @@ func run(ctx context.Context, shell, command string, spec provider.Spec, h provi
 
 	drained := make(chan struct{})
 	go func() { readers.Wait(); close(drained) }()
-	select {
-	case <-drained:
-	case <-time.After(drainGrace):
-		// A child outside the group still holds the pipe: stop reading.
-		h.Event(provider.Note{Text: "output still open after the command ended; stopped reading it"})
+	if out.end() == nil && errOut.end() == nil {
+		<-drained
+	} else {
+		// No read deadlines on these pipes (Windows): the readers get
+		// drainGrace in all, then their pipes close under them.
+		select {
+		case <-drained:
+		case <-time.After(drainGrace):
+			out.cut.Store(true)
+		}
+		outR.Close()
+		errR.Close()
+		<-drained
 	}
 	outR.Close()
 	errR.Close()
-	<-drained
+	if out.cut.Load() || errOut.cut.Load() {
+		h.Event(provider.Note{Text: "output still open after the command ended; stopped reading it"})
+	}
 
 	code := cmd.ProcessState.ExitCode()
 	switch {
@@ -331,6 +352,45 @@ func run(ctx context.Context, shell, command string, spec provider.Spec, h provi
 		return provider.TurnEnded{ExitCode: code, Err: waitErr}
 	}
 	return provider.TurnEnded{ExitCode: code}
+}
+
+// pipeReader reads one of a command's output pipes; see drainGrace for
+// what changes once the command has ended (end).
+type pipeReader struct {
+	f     *os.File
+	ended atomic.Bool
+	left  int64       // bytes still to read after the end; the reader's own
+	cut   atomic.Bool // the reader stopped before the pipe's end
+}
+
+func (p *pipeReader) Read(b []byte) (int, error) {
+	if p.ended.Load() {
+		if p.left == 0 {
+			p.cut.Store(true)
+			return 0, io.EOF
+		}
+		if int64(len(b)) > p.left {
+			b = b[:p.left]
+		}
+		p.f.SetReadDeadline(time.Now().Add(drainGrace))
+	}
+	n, err := p.f.Read(b)
+	if p.ended.Load() { // also when it ended during this read
+		p.left = max(0, p.left-int64(n))
+	}
+	if errors.Is(err, os.ErrDeadlineExceeded) {
+		p.cut.Store(true)
+		err = io.EOF
+	}
+	return n, err
+}
+
+// end tells the reader the command has ended, and bounds a read already
+// waiting; an error means the pipe has no deadlines.
+func (p *pipeReader) end() error {
+	p.left = drainCap // before ended: the reader reads it only after
+	p.ended.Store(true)
+	return p.f.SetReadDeadline(time.Now().Add(drainGrace))
 }
 
 // readBuf is how much output one read takes in: a pipe's default size.
