@@ -17,7 +17,6 @@ import (
 	"github.com/agents-fleet/fleet/daemon"
 	"github.com/agents-fleet/fleet/experiment"
 	"github.com/agents-fleet/fleet/intel"
-	"github.com/agents-fleet/fleet/provider"
 	"github.com/agents-fleet/fleet/skill"
 	"github.com/agents-fleet/fleet/worktree"
 )
@@ -101,13 +100,14 @@ func runExperiment(cmd *cobra.Command, f *experiment.File, parallel int, keep, a
 	if err != nil {
 		return err
 	}
-	ps, err := daemon.BuildProviders("local", "", file, nil)
+	// Every provider, as a fleet builds them: the variants name theirs.
+	sel, err := daemon.SelectProvider("local", "", file)
 	if err != nil {
 		return err
 	}
-	providers := map[string]provider.Provider{ps.Default.Name(): ps.Default}
-	for name, p := range ps.Others {
-		providers[name] = p
+	ps, err := daemon.BuildProviders(sel, file, nil)
+	if err != nil {
+		return err
 	}
 	cwd, err := os.Getwd()
 	if err != nil {
@@ -125,7 +125,7 @@ func runExperiment(cmd *cobra.Command, f *experiment.File, parallel int, keep, a
 	res, err := experiment.Run(ctx, f, experiment.Options{
 		Dir:       cwd,
 		FleetHome: home,
-		Providers: providers,
+		Providers: ps.All(),
 		Parallel:  parallel,
 		Keep:      keep,
 		Skills:    experimentSkills(ctx, cwd, home),
@@ -170,7 +170,7 @@ func experimentSkills(ctx context.Context, cwd, home string) func(string) (strin
 		if err != nil {
 			return "", 0, err
 		}
-		st, err := intel.Open(intel.DefaultPath(home))
+		st, err := daemon.OpenIntel(home)
 		if err != nil {
 			return sk.Content, 0, nil
 		}
@@ -186,7 +186,7 @@ func experimentSkills(ctx context.Context, cwd, home string) func(string) (strin
 // saveExperimentRun saves the run into the intel store and reports whether
 // it did; when it could not, say tells why (the report is printed anyway).
 func saveExperimentRun(ctx context.Context, home string, f *experiment.File, res *experiment.Result, say func(string)) bool {
-	st, err := intel.Open(intel.DefaultPath(home))
+	st, err := daemon.OpenIntel(home)
 	if err != nil {
 		say(fmt.Sprintf("the run is not saved: %v", err))
 		return false

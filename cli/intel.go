@@ -1,9 +1,11 @@
 package cli
 
 import (
+	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
-	"os"
+	"io"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -11,8 +13,8 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/agents-fleet/fleet/config"
+	"github.com/agents-fleet/fleet/daemon"
 	"github.com/agents-fleet/fleet/intel"
-	"github.com/agents-fleet/fleet/protocol"
 )
 
 func newIntelCmd() *cobra.Command {
@@ -30,58 +32,20 @@ spent the most tokens and recent steering. docs/intel.md explains every
 figure and rule.
 
 --json prints {"fleetIntel", "fleetEvolution", "fleetStore",
-"fleetExperiment", "suggestions"} as the socket carries them.`,
+"fleetExperiment", "suggestions"} as the socket carries them; before any
+fleet has made the store, it prints those of an empty one.`,
 		Example: "  fleet intel\n  fleet intel --json | jq '.suggestions[] | select(.state == \"pending\")'",
 		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			st, err := openIntelStore()
-			if err != nil {
-				return err
-			}
-			defer st.Close()
-			ctx, now := cmd.Context(), time.Now()
-			in, err := st.Intel(ctx, now)
-			if err != nil {
-				return err
-			}
-			ev, err := st.Evolution(ctx, now)
-			if err != nil {
-				return err
-			}
-			ex, err := st.Explorer(ctx, now)
-			if err != nil {
-				return err
-			}
-			xp, err := st.Experiments(ctx, now)
-			if err != nil {
-				return err
-			}
-			sugg, err := st.Suggestions(ctx, now)
+			snap, sugg, err := readIntel(cmd.Context(), asJSON)
 			if err != nil {
 				return err
 			}
 			out := cmd.OutOrStdout()
 			if asJSON {
-				type suggestion struct {
-					ID         string  `json:"id"`
-					Rule       string  `json:"rule"`
-					Title      string  `json:"title"`
-					Evidence   string  `json:"evidence"`
-					Confidence float64 `json:"confidence"`
-					State      string  `json:"state"`
-					CreatedAt  int64   `json:"createdAt"`
-				}
-				rows := make([]suggestion, 0, len(sugg))
-				for _, s := range sugg {
-					rows = append(rows, suggestion{s.ID, s.Rule, s.Title, s.Evidence, s.Confidence, s.State, s.CreatedAt})
-				}
-				enc := json.NewEncoder(out)
-				enc.SetIndent("", "  ")
-				return enc.Encode(map[string]any{
-					"fleetIntel": in, "fleetEvolution": ev, "fleetStore": ex, "fleetExperiment": xp, "suggestions": rows,
-				})
+				return writeIntelJSON(out, snap, sugg)
 			}
-			writeIntel(out, in, ev, ex, xp, sugg)
+			writeIntel(out, snap, sugg)
 			return nil
 		},
 	}
@@ -116,7 +80,11 @@ kept. A running fleet prunes by intel.retentionDays when it starts.`,
 					return nil
 				}
 			}
-			st, err := openIntelStore()
+			home, err := config.Home()
+			if err != nil {
+				return err
+			}
+			st, err := daemon.OpenExistingIntel(home)
 			if err != nil {
 				return err
 			}
@@ -138,20 +106,62 @@ kept. A running fleet prunes by intel.retentionDays when it starts.`,
 	return cmd
 }
 
-func openIntelStore() (*intel.Store, error) {
+// readIntel reads the snapshots and the suggestions from the fleet home's
+// intel store. Without a store yet, JSON gets the snapshots of an empty
+// one (a script asked for them); a person gets the hint that no fleet
+// has run.
+func readIntel(ctx context.Context, asJSON bool) (intel.Snapshots, []intel.Suggestion, error) {
 	home, err := config.Home()
 	if err != nil {
-		return nil, err
+		return intel.Snapshots{}, nil, err
 	}
-	path := intel.DefaultPath(home)
-	if _, err := os.Stat(path); os.IsNotExist(err) {
-		return nil, fmt.Errorf("no intel store yet at %s: it is made when a fleet first runs", path)
+	st, err := daemon.OpenExistingIntel(home)
+	if errors.Is(err, daemon.ErrNoStore) && asJSON {
+		return intel.EmptySnapshots(time.Now()), nil, nil
 	}
-	return intel.Open(path)
+	if err != nil {
+		return intel.Snapshots{}, nil, err
+	}
+	defer st.Close()
+	now := time.Now()
+	snap, err := st.Snapshots(ctx, now)
+	if err != nil {
+		return intel.Snapshots{}, nil, err
+	}
+	sugg, err := st.Suggestions(ctx, now)
+	if err != nil {
+		return intel.Snapshots{}, nil, err
+	}
+	return snap, sugg, nil
 }
 
-func writeIntel(out interface{ Write([]byte) (int, error) }, in *protocol.FleetIntel, ev *protocol.FleetEvolution, ex *protocol.FleetStore, xp *protocol.FleetExperiment, sugg []intel.Suggestion) {
-	s := in.Summary
+// writeIntelJSON prints the snapshots as the socket carries them, and the
+// suggestions (every state).
+func writeIntelJSON(out io.Writer, snap intel.Snapshots, sugg []intel.Suggestion) error {
+	type suggestion struct {
+		ID         string  `json:"id"`
+		Rule       string  `json:"rule"`
+		Title      string  `json:"title"`
+		Evidence   string  `json:"evidence"`
+		Confidence float64 `json:"confidence"`
+		State      string  `json:"state"`
+		CreatedAt  int64   `json:"createdAt"`
+	}
+	rows := make([]suggestion, 0, len(sugg))
+	for _, s := range sugg {
+		rows = append(rows, suggestion{s.ID, s.Rule, s.Title, s.Evidence, s.Confidence, s.State, s.CreatedAt})
+	}
+	enc := json.NewEncoder(out)
+	enc.SetIndent("", "  ")
+	return enc.Encode(map[string]any{
+		"fleetIntel": snap.Intel, "fleetEvolution": snap.Evolution, "fleetStore": snap.Store,
+		"fleetExperiment": snap.Experiment, "suggestions": rows,
+	})
+}
+
+func writeIntel(out io.Writer, snap intel.Snapshots, sugg []intel.Suggestion) {
+	ev, ex, xp := snap.Evolution, snap.Store, snap.Experiment
+	s := snap.Intel.Summary
 	fmt.Fprintf(out, "%d session(s), %d agent run(s), %d failed, success rate %.1f%%, %d tokens", s.SessionCount, s.TotalAgentRuns, s.FailedRuns, s.SuccessRate*100, s.TotalTokens)
 	if s.AvgSessionDurationMs > 0 {
 		fmt.Fprintf(out, ", %s per session on average", time.Duration(s.AvgSessionDurationMs*float64(time.Millisecond)).Round(time.Second))

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
-	"path/filepath"
 	"strings"
 	"text/tabwriter"
 
@@ -55,10 +54,7 @@ func recentSessions(ctx context.Context) []string {
 	if err != nil {
 		return nil
 	}
-	if _, err := os.Stat(filepath.Join(home, "state", "fleet.db")); err != nil {
-		return nil
-	}
-	st, err := daemon.OpenStore(home)
+	st, err := daemon.OpenExistingStore(home)
 	if err != nil {
 		return nil
 	}

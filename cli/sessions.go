@@ -3,6 +3,7 @@ package cli
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -33,7 +34,8 @@ unique prefix of the id is enough).`,
 			if err != nil {
 				return err
 			}
-			if _, err := os.Stat(filepath.Join(home, "state", "fleet.db")); os.IsNotExist(err) {
+			st, err := daemon.OpenExistingStore(home)
+			if errors.Is(err, daemon.ErrNoStore) {
 				if asJSON {
 					fmt.Fprintln(cmd.OutOrStdout(), "[]")
 				} else {
@@ -41,7 +43,6 @@ unique prefix of the id is enough).`,
 				}
 				return nil
 			}
-			st, err := daemon.OpenStore(home)
 			if err != nil {
 				return err
 			}

@@ -22,11 +22,14 @@ import (
 // inProcessFleet runs a whole fleet (engine, journal, SQLite store,
 // control socket) in this process, as `fleet run --control-socket` would.
 type inProcessFleet struct {
+	home string
 	desc registry.Descriptor
 	stop func()
 }
 
-func startInProcess(tb testing.TB) *inProcessFleet {
+// startInProcess starts a fleet with the local provider in a fresh home;
+// each of with changes its options first.
+func startInProcess(tb testing.TB, with ...func(*Options)) *inProcessFleet {
 	tb.Helper()
 	home, err := os.MkdirTemp("", "fd") // short: the socket path must fit sun_path
 	if err != nil {
@@ -37,10 +40,12 @@ func startInProcess(tb testing.TB) *inProcessFleet {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	var logs bytes.Buffer
-	go func() {
-		done <- Run(ctx, Options{Home: home, Cwd: tb.TempDir(), Name: "frames",
-			Switches: config.Switches{ControlSocket: true, Workers: 2}, Stdout: &bytes.Buffer{}, Stderr: &syncWriter{w: &logs}})
-	}()
+	o := Options{Home: home, Cwd: tb.TempDir(), Name: "frames",
+		Switches: config.Switches{ControlSocket: true, Workers: 2}, Stdout: &bytes.Buffer{}, Stderr: &syncWriter{w: &logs}}
+	for _, f := range with {
+		f(&o)
+	}
+	go func() { done <- Run(ctx, o) }()
 	stopped := false
 	stop := func() {
 		if stopped {
@@ -62,7 +67,7 @@ func startInProcess(tb testing.TB) *inProcessFleet {
 	for {
 		entries, _ := registry.Live(config.RegistryDir(home))
 		if len(entries) == 1 {
-			return &inProcessFleet{desc: entries[0].Descriptor, stop: stop}
+			return &inProcessFleet{home: home, desc: entries[0].Descriptor, stop: stop}
 		}
 		select {
 		case err := <-done:

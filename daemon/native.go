@@ -5,19 +5,19 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"os/exec"
-	"path/filepath"
 	"strings"
 	"time"
 
 	"github.com/agents-fleet/fleet/engine"
 	"github.com/agents-fleet/fleet/intel"
+	"github.com/agents-fleet/fleet/intel/record"
 	"github.com/agents-fleet/fleet/native"
 	"github.com/agents-fleet/fleet/protocol"
 )
 
 // openNative opens the native root controller of a native session.
 func openNative(ctx context.Context, home, sessionID, policyVersion string) (*native.Store, *native.Controller, error) {
-	st, err := native.Open(filepath.Join(home, "state", "native.db"))
+	st, err := openNativeStore(home)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -113,7 +113,7 @@ func nativeBackend(ctl *native.Controller) func(context.Context, *protocol.Nativ
 
 // steeredNative records accepted native mutations (an operator's decision
 // on running work) as steering in the intel store; in may be nil.
-func steeredNative(h func(context.Context, *protocol.NativeRequest) protocol.NativeResult, in *intelService, session string) func(context.Context, *protocol.NativeRequest) protocol.NativeResult {
+func steeredNative(h func(context.Context, *protocol.NativeRequest) protocol.NativeResult, in *intel.Service, session string) func(context.Context, *protocol.NativeRequest) protocol.NativeResult {
 	if in == nil {
 		return h
 	}
@@ -127,7 +127,7 @@ func steeredNative(h func(context.Context, *protocol.NativeRequest) protocol.Nat
 			if r.Rationale != "" {
 				text += ": " + r.Rationale
 			}
-			in.Steer(intel.Steering{SessionID: session, Source: "native:" + r.Action, Text: text, Target: r.TaskID, CreatedAt: time.Now().UnixMilli()})
+			in.Steer(record.Steering{SessionID: session, Source: "native:" + r.Action, Text: text, Target: r.TaskID, CreatedAt: time.Now().UnixMilli()})
 		}
 		return res
 	}

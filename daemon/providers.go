@@ -1,14 +1,3 @@
-// Package daemon composes a fleet: the session (new or resumed, and its
-// lock), the store and journal, the control server and its endpoint, the
-// providers from config.json and the flags, the fleet's MCP tools, the
-// native root, the engine, signals and shutdown (Run). The cli package
-// keeps only commands: it parses flags and calls Run.
-//
-// Events flow engine → journal (saved first) → control server (fanned out);
-// requests flow back from the server to the engine through a small
-// Backend. The server is built before the engine (it is where the engine's
-// events go) and the engine is attached to it once built: no lazy
-// pointers.
 package daemon
 
 import (
@@ -28,6 +17,48 @@ import (
 	"github.com/agents-fleet/fleet/provider/local"
 )
 
+// Selection is a session's default provider and the model asked of it,
+// as the flags and config.json choose them.
+type Selection struct {
+	Provider string // --provider, else config "provider", else local
+	// Model is --model, else config "model", else the provider's own
+	// "providers.<name>.model"; "" when none is set.
+	Model string
+}
+
+// SelectProvider decides a session's default provider and its model from
+// the flags (name, model; "" when not given) and file. It is the one place
+// that does: the providers are built from its Selection and the fleet
+// reports its ReportedModel.
+func SelectProvider(name, model string, file config.File) (Selection, error) {
+	if name == "" {
+		name = file.Provider
+	}
+	if name == "" {
+		name = "local"
+	}
+	if err := config.CheckProvider(name); err != nil {
+		return Selection{}, fmt.Errorf("--provider: %w", err)
+	}
+	if model == "" {
+		model = file.Model
+	}
+	if model == "" {
+		model = file.Providers[name].Model
+	}
+	return Selection{Provider: name, Model: model}, nil
+}
+
+// ReportedModel is the model the fleet names in welcome, status and
+// fleetState frames and records in its stores: the model asked for, else
+// the provider's name ("local").
+func (s Selection) ReportedModel() string {
+	if s.Model != "" {
+		return s.Model
+	}
+	return s.Provider
+}
+
 // Providers are a session's providers: the default one (workers and, for
 // an agent provider, the coordinator) and the others /spawn --provider
 // may name.
@@ -36,35 +67,30 @@ type Providers struct {
 	Others  map[string]provider.Provider
 }
 
+// All is every provider, by name.
+func (p Providers) All() map[string]provider.Provider {
+	all := maps.Clone(p.Others)
+	all[p.Default.Name()] = p.Default
+	return all
+}
+
 // IsAgent reports whether name drives an agent CLI (not the local shell).
 func IsAgent(name string) bool { return name != "" && name != "local" }
 
 // BuildProviders builds every known provider from file's "providers"
-// settings. name is the default (--provider, else config "provider", else
-// local); model overrides the default provider's model (--model, else
-// config "model"). The local provider asks before commands that match
-// shellPolicy (nil: never; native sessions let their root approve).
-func BuildProviders(name, model string, file config.File, shellPolicy *provider.Policy) (Providers, error) {
-	if name == "" {
-		name = file.Provider
-	}
-	if name == "" {
-		name = "local"
-	}
-	if err := config.CheckProvider(name); err != nil {
-		return Providers{}, fmt.Errorf("--provider: %w", err)
-	}
-	if model == "" {
-		model = file.Model
-	}
+// settings, sel's the default one, with sel's model. The local provider
+// asks before commands that match shellPolicy (nil: never; native sessions
+// let their root approve).
+func BuildProviders(sel Selection, file config.File, shellPolicy *provider.Policy) (Providers, error) {
 	all := map[string]provider.Provider{"local": &local.Provider{Policy: shellPolicy}}
 	for n, build := range agentAdapters {
 		o := options(file.Providers[n])
-		if n == name && model != "" {
-			o.Model = model
+		if n == sel.Provider && sel.Model != "" {
+			o.Model = sel.Model
 		}
 		all[n] = build(o)
 	}
+	name := sel.Provider
 	if all[name] == nil {
 		return Providers{}, fmt.Errorf("--provider %s: this build has no %s adapter yet (docs/providers.md says which providers are available)", name, name)
 	}

@@ -29,10 +29,6 @@ const (
 // same window the control server keeps live.
 var hydrateLimits = store.Limits{Conversation: 200, TranscriptPerAgent: 200, TranscriptAgents: 64, Hub: 500}
 
-func OpenStore(home string) (*store.Store, error) {
-	return store.Open(filepath.Join(home, "state", "fleet.db"))
-}
-
 // session is what `fleet run` starts from: a fresh session or a saved one.
 type session struct {
 	id, name, mode    string
@@ -46,11 +42,11 @@ type session struct {
 // errSessionBusy: another live fleet process serves the session.
 var errSessionBusy = errors.New("the session is being served by another fleet process (fleet ls lists them); stop it first")
 
-// openSession creates a new session, or loads the one named by --resume,
+// beginSession creates a new session, or loads the one named by --resume,
 // and holds its lock (release it when the fleet stops). Resuming stops
 // what tasks of an earlier, killed fleet process of the session left
 // running.
-func openSession(ctx context.Context, home string, st *store.Store, o Options, providerName, name, cwd string) (*session, error) {
+func beginSession(ctx context.Context, home string, st *store.Store, o Options, sel Selection, name, cwd string) (*session, error) {
 	mode := modeLegacy
 	if o.NativeRoot {
 		mode = modeNative
@@ -62,7 +58,7 @@ func openSession(ctx context.Context, home string, st *store.Store, o Options, p
 		}
 		now := time.Now().UnixMilli()
 		if err := st.CreateSession(ctx, store.Session{
-			ID: id, Name: name, Cwd: cwd, Provider: providerName, Model: o.Model, Mode: mode,
+			ID: id, Name: name, Cwd: cwd, Provider: sel.Provider, Model: sel.ReportedModel(), Mode: mode,
 			StartedAt: now, LastActive: now,
 		}); err != nil {
 			return nil, fmt.Errorf("save the new session: %w", err)

@@ -12,7 +12,7 @@ import (
 	"time"
 	"unicode/utf8"
 
-	"github.com/agents-fleet/fleet/intel"
+	"github.com/agents-fleet/fleet/intel/record"
 	"github.com/agents-fleet/fleet/protocol"
 	"github.com/agents-fleet/fleet/provider"
 )
@@ -38,7 +38,7 @@ func (e *Engine) run(ctx context.Context, h *host) provider.TurnEnded {
 		ws, err := e.cfg.Workspaces.Prepare(pctx, w.id)
 		cancel()
 		if err != nil {
-			return provider.TurnEnded{ExitCode: -1, Err: caused(intel.CauseWorkspace, fmt.Errorf("prepare workspace: %w", err))}
+			return provider.TurnEnded{ExitCode: -1, Err: caused(record.CauseWorkspace, fmt.Errorf("prepare workspace: %w", err))}
 		}
 		e.mu.Lock()
 		w.worktreePath, w.branch, w.baseCommit, w.dir = ws.WorktreePath, ws.Branch, ws.BaseCommit, ws.Dir
@@ -101,7 +101,7 @@ func (e *Engine) runTurn(ctx context.Context, h *host, dir, text string) provide
 		if ctx.Err() != nil {
 			return provider.TurnEnded{ExitCode: -1, Interrupted: true, Err: fmt.Errorf("cancelled: %w", context.Cause(ctx))}
 		}
-		return provider.TurnEnded{ExitCode: -1, Err: caused(intel.CauseStart, fmt.Errorf("start %s: %w", prov.Name(), err))}
+		return provider.TurnEnded{ExitCode: -1, Err: caused(record.CauseStart, fmt.Errorf("start %s: %w", prov.Name(), err))}
 	}
 	defer sess.Close()
 	for {
@@ -172,7 +172,7 @@ func (e *Engine) awaitTurn(ctx context.Context, h *host, sess provider.Session, 
 				continue
 			}
 			res := e.interruptTurn(h, sess)
-			res.Err = caused(intel.CauseStall, fmt.Errorf("the agent stalled: no output for %s (limits.agentStallTimeoutMs)", idle.Round(time.Second)))
+			res.Err = caused(record.CauseStall, fmt.Errorf("the agent stalled: no output for %s (limits.agentStallTimeoutMs)", idle.Round(time.Second)))
 			return res
 		}
 	}

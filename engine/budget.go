@@ -8,7 +8,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/agents-fleet/fleet/intel"
+	"github.com/agents-fleet/fleet/intel/record"
 	"github.com/agents-fleet/fleet/protocol"
 	"github.com/agents-fleet/fleet/provider"
 )
@@ -248,7 +248,7 @@ func (e *Engine) budgetPaused(ctx context.Context, h *host, sess provider.Sessio
 	}
 	select {
 	case <-sess.Done():
-		return false, caused(intel.CauseBudget, errors.New("token budget exhausted; the agent session ended when its turn was interrupted"))
+		return false, caused(record.CauseBudget, errors.New("token budget exhausted; the agent session ended when its turn was interrupted"))
 	default:
 	}
 	return true, nil
@@ -312,7 +312,7 @@ func (e *Engine) workerDecision(ctx context.Context, h *host) error {
 	defer e.mu.Unlock()
 	wb.asking = ""
 	if !ok {
-		return caused(intel.CauseBudget, errors.New(reason))
+		return caused(record.CauseBudget, errors.New(reason))
 	}
 	// An operator may have set the budget meanwhile (/budget): theirs stands.
 	if e.workerLimitLocked(w) == limit {
@@ -341,7 +341,7 @@ func (e *Engine) sessionDecision(ctx context.Context, h *host) error {
 	}
 	e.mu.Unlock()
 	if !d.approved {
-		return caused(intel.CauseBudget, errors.New(d.reason))
+		return caused(record.CauseBudget, errors.New(d.reason))
 	}
 	return nil
 }

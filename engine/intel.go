@@ -6,7 +6,7 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/agents-fleet/fleet/intel"
+	"github.com/agents-fleet/fleet/intel/record"
 	"github.com/agents-fleet/fleet/provider"
 )
 
@@ -17,32 +17,15 @@ import (
 type Intel interface {
 	// Record and Steer only enqueue: they never block, so they are called
 	// with e.mu held.
-	Record(intel.Run)
-	Steer(intel.Steering)
+	Record(record.Run)
+	Steer(record.Steering)
 	// Skill resolves skill name for a new task (which version, or its
 	// shadow candidate, this run uses). It may read files and the
 	// database: called without e.mu.
-	Skill(ctx context.Context, name string) (SkillUse, error)
+	Skill(ctx context.Context, name string) (record.SkillUse, error)
 	// Command answers /fleet-intel or /learn (name) with args; called
 	// without e.mu. It republishes the snapshots it changed.
 	Command(ctx context.Context, name, args string) (string, error)
-}
-
-// SkillUse is the skill a task follows: its text and what to record.
-type SkillUse struct {
-	Name    string
-	Version int
-	Shadow  string // the shadow candidate's id when this run uses it
-	Text    string // the skill's instructions or template
-}
-
-// Apply makes the task text of a task following the skill: the template
-// with {task} replaced, or the instructions followed by the task.
-func (s SkillUse) Apply(task string) string {
-	if strings.Contains(s.Text, "{task}") {
-		return strings.ReplaceAll(s.Text, "{task}", task)
-	}
-	return strings.TrimRight(s.Text, "\n") + "\n\nTask: " + task
 }
 
 // causedError marks a failure with what the fleet knows of its cause, for
@@ -64,13 +47,13 @@ func causeOf(res provider.TurnEnded) string {
 	case res.Err == nil:
 		return ""
 	case errors.Is(res.Err, errCancelled):
-		return intel.CauseCancelled
+		return record.CauseCancelled
 	case errors.Is(res.Err, errShutdown):
-		return intel.CauseShutdown
+		return record.CauseShutdown
 	case errors.As(res.Err, &c):
 		return c.cause
 	case res.ExitCode > 0:
-		return intel.CauseExit
+		return record.CauseExit
 	}
 	return ""
 }
@@ -80,13 +63,13 @@ func (e *Engine) recordRunLocked(w *worker, t *task, res provider.TurnEnded) {
 	if e.cfg.Intel == nil {
 		return
 	}
-	r := intel.Run{
+	r := record.Run{
 		SessionID: e.cfg.SessionID, ID: e.cfg.SessionID + "/" + w.id + "/" + t.id,
 		Worker: w.id, TaskID: t.id, Provider: e.agentTypeLocked(w), Model: w.model,
-		Task: truncateRunes(t.command, intel.MaxText), Skill: t.skill.Name, SkillVersion: t.skill.Version,
+		Task: truncateRunes(t.command, record.MaxText), Skill: t.skill.Name, SkillVersion: t.skill.Version,
 		Shadow: t.skill.Shadow, Repo: e.cfg.Repo, Worktree: w.worktreePath,
 		StartedAt: t.startedAt.UnixMilli(), EndedAt: w.endedAt.UnixMilli(),
-		Outcome: intel.OutcomeCompleted, ExitCode: res.ExitCode,
+		Outcome: record.OutcomeCompleted, ExitCode: res.ExitCode,
 		InputTokens: w.tokens.input - t.tokensAt.input, OutputTokens: w.tokens.output - t.tokensAt.output,
 		CacheReadTokens:  w.tokens.cacheRead - t.tokensAt.cacheRead,
 		CacheWriteTokens: w.tokens.cacheWrite - t.tokensAt.cacheWrite,
@@ -96,9 +79,9 @@ func (e *Engine) recordRunLocked(w *worker, t *task, res provider.TurnEnded) {
 		r.Model = e.cfg.Model
 	}
 	if res.Err != nil {
-		r.Outcome, r.Error, r.Cause = intel.OutcomeFailed, truncateRunes(res.Err.Error(), intel.MaxText), causeOf(res)
-		if r.Cause == intel.CauseCancelled || r.Cause == intel.CauseShutdown {
-			r.Outcome = intel.OutcomeCancelled
+		r.Outcome, r.Error, r.Cause = record.OutcomeFailed, truncateRunes(res.Err.Error(), record.MaxText), causeOf(res)
+		if r.Cause == record.CauseCancelled || r.Cause == record.CauseShutdown {
+			r.Outcome = record.OutcomeCancelled
 		}
 	}
 	e.cfg.Intel.Record(r)
@@ -133,8 +116,8 @@ func (e *Engine) steerLocked(source, text, target string) {
 	if e.cfg.Intel == nil {
 		return
 	}
-	e.cfg.Intel.Steer(intel.Steering{SessionID: e.cfg.SessionID, Source: source,
-		Text: truncateRunes(text, intel.MaxText), Target: target, CreatedAt: nowMs()})
+	e.cfg.Intel.Steer(record.Steering{SessionID: e.cfg.SessionID, Source: source,
+		Text: truncateRunes(text, record.MaxText), Target: target, CreatedAt: nowMs()})
 }
 
 // steerAnswerLocked records how an operator answered r. The text leaves

@@ -7,6 +7,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/agents-fleet/fleet/intel/record"
 	"github.com/agents-fleet/fleet/protocol"
 	"github.com/agents-fleet/fleet/provider"
 )
@@ -55,7 +56,7 @@ type task struct {
 	// The run, for the intel store: when it started, the skill it follows,
 	// and its worker's accounts at its start.
 	startedAt time.Time
-	skill     SkillUse
+	skill     record.SkillUse
 	tokensAt  tokens
 	toolsAt   []toolCount
 }

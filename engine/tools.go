@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/agents-fleet/fleet/intel/record"
 	"github.com/agents-fleet/fleet/provider"
 )
 
@@ -27,7 +28,7 @@ type TaskInfo struct {
 // SpawnWorker queues a task for a new worker; the worker id is known once
 // it is dispatched ("" while the task waits for room under the cap).
 func (e *Engine) SpawnWorker(ctx context.Context, caller, text, prov, model, skill string) (taskID, workerID string, err error) {
-	var use SkillUse
+	var use record.SkillUse
 	if skill != "" {
 		if e.cfg.Intel == nil {
 			return "", "", errors.New("skills need the intel store, which is unavailable in this fleet")

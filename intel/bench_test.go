@@ -6,6 +6,8 @@ import (
 	"math/rand/v2"
 	"testing"
 	"time"
+
+	"github.com/agents-fleet/fleet/intel/record"
 )
 
 // BenchmarkRecorderRun is the cost of one Run enqueue, the only part of the
@@ -23,7 +25,7 @@ func BenchmarkRecorderRun(b *testing.B) {
 
 // BenchmarkRecorderSteering is the same for a Steering enqueue.
 func BenchmarkRecorderSteering(b *testing.B) {
-	st := Steering{SessionID: "s1", Source: "deny", Text: "git push origin main", Target: "w1", CreatedAt: ms(hour)}
+	st := record.Steering{SessionID: "s1", Source: "deny", Text: "git push origin main", Target: "w1", CreatedAt: ms(hour)}
 	benchEnqueue(b, func(rec *Recorder) { rec.Steering(st) })
 }
 
@@ -82,9 +84,9 @@ func seedBench(b *testing.B, s *Store, sh benchShape) {
 	verbs := []string{"go", "npm", "make", "cargo", "pytest", "fix", "add", "refactor", "update", "write",
 		"review", "test", "lint", "build", "deploy", "docs", "bench", "migrate", "debug", "port"}[:sh.kinds]
 	classes := []struct{ cause, text string }{
-		{CauseExit, "FAIL ./pkg/%d %d.%ds"}, {CauseAgentError, "API Error: 529 overloaded (request req_%x)"},
-		{CauseStall, ""}, {CauseBudget, "worker budget of %d tokens reached"}, {CauseCancelled, ""},
-		{CauseExit, "error: cannot find module %d"}, {CauseAgentError, "the model refused: %d"},
+		{record.CauseExit, "FAIL ./pkg/%d %d.%ds"}, {record.CauseAgentError, "API Error: 529 overloaded (request req_%x)"},
+		{record.CauseStall, ""}, {record.CauseBudget, "worker budget of %d tokens reached"}, {record.CauseCancelled, ""},
+		{record.CauseExit, "error: cannot find module %d"}, {record.CauseAgentError, "the model refused: %d"},
 	}
 	start := t0.Add(-sh.span)
 	var items []item
@@ -96,17 +98,17 @@ func seedBench(b *testing.B, s *Store, sh benchShape) {
 	}
 	for i := range sh.sessions {
 		at := start.Add(time.Duration(i) * sh.span / time.Duration(sh.sessions))
-		items = append(items, item{kind: itemSession, sess: Session{ID: fmt.Sprintf("s%03d", i), Name: fmt.Sprint("fleet ", i),
+		items = append(items, item{kind: itemSession, sess: record.Session{ID: fmt.Sprintf("s%03d", i), Name: fmt.Sprint("fleet ", i),
 			Repo: fmt.Sprintf("/src/repo%d", i%5), Provider: providers[i%len(providers)], Mode: "legacy",
 			StartedAt: at.UnixMilli(), EndedAt: at.Add(sh.span / time.Duration(sh.sessions)).UnixMilli()}})
 	}
 	for i := range sh.runs {
 		si := i * sh.sessions / sh.runs
 		at := start.Add(time.Duration(i) * sh.span / time.Duration(sh.runs)).UnixMilli()
-		r := Run{SessionID: fmt.Sprintf("s%03d", si), ID: fmt.Sprintf("s%03d/w%d/t%d", si, i%8, i),
+		r := record.Run{SessionID: fmt.Sprintf("s%03d", si), ID: fmt.Sprintf("s%03d/w%d/t%d", si, i%8, i),
 			Worker: fmt.Sprint("w", i%8), TaskID: fmt.Sprint("t", i), Provider: providers[rng.IntN(len(providers))],
 			Task: verbs[rng.IntN(len(verbs))] + " the thing", Repo: fmt.Sprintf("/src/repo%d", si%5),
-			StartedAt: at - 60_000, EndedAt: at, Outcome: OutcomeCompleted, InputTokens: rng.Int64N(50_000),
+			StartedAt: at - 60_000, EndedAt: at, Outcome: record.OutcomeCompleted, InputTokens: rng.Int64N(50_000),
 			OutputTokens: rng.Int64N(5_000), Tools: map[string]int64{"shell": 2, "read": 5, "edit": 1}}
 		if rng.IntN(3) == 0 {
 			k := rng.IntN(sh.skills)
@@ -117,9 +119,9 @@ func seedBench(b *testing.B, s *Store, sh benchShape) {
 		}
 		if rng.IntN(4) == 0 {
 			c := classes[rng.IntN(len(classes))]
-			r.Outcome, r.Cause, r.ExitCode = OutcomeFailed, c.cause, 1
-			if c.cause == CauseCancelled {
-				r.Outcome = OutcomeCancelled
+			r.Outcome, r.Cause, r.ExitCode = record.OutcomeFailed, c.cause, 1
+			if c.cause == record.CauseCancelled {
+				r.Outcome = record.OutcomeCancelled
 			}
 			if c.text != "" {
 				r.Error = fmt.Sprintf(c.text, rng.IntN(50), rng.IntN(100), rng.IntN(10))
@@ -131,7 +133,7 @@ func seedBench(b *testing.B, s *Store, sh benchShape) {
 		}
 	}
 	for i := range 5000 {
-		st := Steering{SessionID: fmt.Sprintf("s%03d", i%sh.sessions), Source: "prompt", Text: fmt.Sprint("do it like this ", i),
+		st := record.Steering{SessionID: fmt.Sprintf("s%03d", i%sh.sessions), Source: "prompt", Text: fmt.Sprint("do it like this ", i),
 			Target: fmt.Sprint("w", i%8), CreatedAt: start.Add(time.Duration(i) * sh.span / 5000).UnixMilli()}
 		if i%10 == 0 {
 			st.Source, st.Text = "deny", fmt.Sprintf("Bash: git push origin fleet/s%03d/w%d", i%sh.sessions, i%8)

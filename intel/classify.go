@@ -6,6 +6,8 @@ import (
 	"strconv"
 	"strings"
 	"unicode/utf8"
+
+	"github.com/agents-fleet/fleet/intel/record"
 )
 
 // Failure classes, as Classify returns them. Each failed run has exactly one.
@@ -50,33 +52,33 @@ const (
 // Classify returns the failure class of a run that did not complete, from
 // its Cause, ExitCode and Error text; "" for a completed run. It is the one
 // place that decides a class: the store calls it for every run it writes.
-func Classify(r Run) string {
-	if r.Outcome == OutcomeCompleted {
+func Classify(r record.Run) string {
+	if r.Outcome == record.OutcomeCompleted {
 		return ""
 	}
 	switch r.Cause {
-	case CauseCancelled:
+	case record.CauseCancelled:
 		return ClassCancelled
-	case CauseShutdown:
+	case record.CauseShutdown:
 		return ClassShutdown
-	case CauseStall:
+	case record.CauseStall:
 		return ClassStall
-	case CauseBudget:
+	case record.CauseBudget:
 		return ClassBudget
-	case CausePermission:
+	case record.CausePermission:
 		return ClassPermission
-	case CauseWorkspace:
+	case record.CauseWorkspace:
 		return ClassWorkspace
-	case CauseStart:
+	case record.CauseStart:
 		return ClassStart
-	case CauseExit:
+	case record.CauseExit:
 		// A shell command's output may well mention "HTTP 500"; only an
 		// agent CLI's exit is read as an API failure.
 		if r.Provider != "local" && r.Provider != "" && isAPIError(r.Error) {
 			return ClassAPIError
 		}
 		return exitClass(r.ExitCode)
-	case CauseAgentError:
+	case record.CauseAgentError:
 		switch {
 		case isAPIError(r.Error):
 			return ClassAPIError
@@ -88,7 +90,7 @@ func Classify(r Run) string {
 	// No cause (or one this binary does not know): the text and the exit
 	// status are all there is.
 	switch {
-	case r.Outcome == OutcomeCancelled:
+	case r.Outcome == record.OutcomeCancelled:
 		return ClassCancelled
 	case isAPIError(r.Error):
 		return ClassAPIError
@@ -158,7 +160,7 @@ func normalise(text string) string {
 // errorKey is how failures are grouped (topErrors, recurring-error): the
 // normalised first line of the error, or "<class> (no message)" when the
 // run failed without one. "" for a completed run.
-func errorKey(r Run, class string) string {
+func errorKey(r record.Run, class string) string {
 	if class == "" {
 		return ""
 	}

@@ -3,39 +3,41 @@ package intel
 import (
 	"strings"
 	"testing"
+
+	"github.com/agents-fleet/fleet/intel/record"
 )
 
 func TestClassify(t *testing.T) {
-	failed := func(provider, cause string, code int, text string) Run {
-		return Run{Provider: provider, Outcome: OutcomeFailed, Cause: cause, ExitCode: code, Error: text}
+	failed := func(provider, cause string, code int, text string) record.Run {
+		return record.Run{Provider: provider, Outcome: record.OutcomeFailed, Cause: cause, ExitCode: code, Error: text}
 	}
 	for _, tc := range []struct {
 		name string
-		run  Run
+		run  record.Run
 		want string
 	}{
-		{"completed", Run{Outcome: OutcomeCompleted, Cause: CauseExit, ExitCode: 1}, ""},
-		{"cancel cause", failed("claude", CauseCancelled, 0, ""), ClassCancelled},
-		{"cancelled outcome, no cause", Run{Outcome: OutcomeCancelled}, ClassCancelled},
-		{"cancelled outcome, shutdown", Run{Outcome: OutcomeCancelled, Cause: CauseShutdown}, ClassShutdown},
-		{"stall", failed("codex", CauseStall, 0, "no output for 600s"), ClassStall},
-		{"budget", failed("codex", CauseBudget, 0, ""), ClassBudget},
-		{"permission", failed("claude", CausePermission, 0, "denied"), ClassPermission},
-		{"workspace", failed("local", CauseWorkspace, 0, "git worktree add: exit status 128"), ClassWorkspace},
-		{"cli start", failed("copilot", CauseStart, 0, "exec: copilot: not found"), ClassStart},
-		{"local exit ignores API-looking output", failed("local", CauseExit, 2, "HTTP 500 from the test server"), "exit-code:2"},
-		{"agent CLI exit after an API error", failed("claude", CauseExit, 1, `API Error: 529 {"type":"overloaded_error"}`), ClassAPIError},
-		{"agent CLI exit", failed("codex", CauseExit, 1, "something broke"), "exit-code:1"},
-		{"agent rate limit", failed("codex", CauseAgentError, 0, "stream error: rate limit exceeded"), ClassAPIError},
-		{"agent 401", failed("claude", CauseAgentError, 0, "status code: 401 invalid x-api-key"), ClassAPIError},
-		{"agent timeout", failed("claude", CauseAgentError, 0, "Request timed out."), ClassTimeout},
-		{"agent error", failed("claude", CauseAgentError, 0, "tool crashed"), ClassAgentError},
+		{"completed", record.Run{Outcome: record.OutcomeCompleted, Cause: record.CauseExit, ExitCode: 1}, ""},
+		{"cancel cause", failed("claude", record.CauseCancelled, 0, ""), ClassCancelled},
+		{"cancelled outcome, no cause", record.Run{Outcome: record.OutcomeCancelled}, ClassCancelled},
+		{"cancelled outcome, shutdown", record.Run{Outcome: record.OutcomeCancelled, Cause: record.CauseShutdown}, ClassShutdown},
+		{"stall", failed("codex", record.CauseStall, 0, "no output for 600s"), ClassStall},
+		{"budget", failed("codex", record.CauseBudget, 0, ""), ClassBudget},
+		{"permission", failed("claude", record.CausePermission, 0, "denied"), ClassPermission},
+		{"workspace", failed("local", record.CauseWorkspace, 0, "git worktree add: exit status 128"), ClassWorkspace},
+		{"cli start", failed("copilot", record.CauseStart, 0, "exec: copilot: not found"), ClassStart},
+		{"local exit ignores API-looking output", failed("local", record.CauseExit, 2, "HTTP 500 from the test server"), "exit-code:2"},
+		{"agent CLI exit after an API error", failed("claude", record.CauseExit, 1, `API Error: 529 {"type":"overloaded_error"}`), ClassAPIError},
+		{"agent CLI exit", failed("codex", record.CauseExit, 1, "something broke"), "exit-code:1"},
+		{"agent rate limit", failed("codex", record.CauseAgentError, 0, "stream error: rate limit exceeded"), ClassAPIError},
+		{"agent 401", failed("claude", record.CauseAgentError, 0, "status code: 401 invalid x-api-key"), ClassAPIError},
+		{"agent timeout", failed("claude", record.CauseAgentError, 0, "Request timed out."), ClassTimeout},
+		{"agent error", failed("claude", record.CauseAgentError, 0, "tool crashed"), ClassAgentError},
 		{"no cause, deadline", failed("codex", "", 0, "context deadline exceeded"), ClassTimeout},
 		{"no cause, 429", failed("codex", "", 0, "429 Too Many Requests"), ClassAPIError},
 		{"no cause, exit status", failed("local", "", 3, ""), "exit-code:3"},
 		{"no cause, nothing", failed("local", "", 0, ""), ClassUnknown},
 		{"unknown cause", failed("local", "from-the-future", 0, ""), ClassUnknown},
-		{"a bare number is not a status", failed("claude", CauseAgentError, 0, "ran 500 tests, 3 failed"), ClassAgentError},
+		{"a bare number is not a status", failed("claude", record.CauseAgentError, 0, "ran 500 tests, 3 failed"), ClassAgentError},
 	} {
 		if got := Classify(tc.run); got != tc.want {
 			t.Errorf("%s: Classify = %q, want %q", tc.name, got, tc.want)
@@ -56,11 +58,11 @@ func TestErrorKey(t *testing.T) {
 		{"  \n ", "exit-code:1", "exit-code:1 (no message)"},
 		{"anything", "", ""},
 	} {
-		if got := errorKey(Run{Error: tc.text}, tc.class); got != tc.want {
+		if got := errorKey(record.Run{Error: tc.text}, tc.class); got != tc.want {
 			t.Errorf("errorKey(%q) = %q, want %q", tc.text, got, tc.want)
 		}
 	}
-	long := errorKey(Run{Error: strings.Repeat("é", 500)}, "agent-error")
+	long := errorKey(record.Run{Error: strings.Repeat("é", 500)}, "agent-error")
 	if len(long) > errorKeyMax || !strings.HasPrefix(long, "éé") || strings.ContainsRune(long, '\uFFFD') {
 		t.Errorf("long key: %d bytes %q", len(long), long)
 	}

@@ -7,6 +7,8 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+
+	"github.com/agents-fleet/fleet/intel/record"
 )
 
 // Experiment is an A/B (or A/B/n) comparison of variants, run by package
@@ -86,7 +88,7 @@ func (s *Store) SaveExperiment(ctx context.Context, e Experiment, run Experiment
 	defer tx.Rollback()
 	_, err = tx.ExecContext(ctx, `INSERT INTO experiments (id, name, hypothesis, variants, created_at) VALUES (?, ?, ?, ?, ?)
 		ON CONFLICT (id) DO UPDATE SET name = excluded.name, hypothesis = excluded.hypothesis, variants = excluded.variants`,
-		e.ID, clip(e.Name, MaxText), clip(e.Hypothesis, MaxText), string(variants), e.CreatedAt)
+		e.ID, clip(e.Name, record.MaxText), clip(e.Hypothesis, record.MaxText), string(variants), e.CreatedAt)
 	if err != nil {
 		return fail(err)
 	}
@@ -102,7 +104,7 @@ func (s *Store) SaveExperiment(ctx context.Context, e Experiment, run Experiment
 		return fail(err)
 	}
 	res, err := tx.ExecContext(ctx, `INSERT INTO experiment_runs (id, experiment_id, started_at, completed_at, winner, test, p_value)
-		VALUES (?, ?, ?, ?, ?, ?, ?)`, run.ID, e.ID, run.StartedAt, run.CompletedAt, run.Winner, clip(run.Test, MaxText),
+		VALUES (?, ?, ?, ?, ?, ?, ?)`, run.ID, e.ID, run.StartedAt, run.CompletedAt, run.Winner, clip(run.Test, record.MaxText),
 		nullFloat(run.PValue))
 	if err != nil {
 		return fail(err)

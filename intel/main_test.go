@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"go.uber.org/goleak"
+
+	"github.com/agents-fleet/fleet/intel/record"
 )
 
 func TestMain(m *testing.M) {
@@ -52,11 +54,11 @@ func write(t testing.TB, s *Store, recs ...any) {
 	items := make([]item, len(recs))
 	for i, r := range recs {
 		switch r := r.(type) {
-		case Session:
+		case record.Session:
 			items[i] = item{kind: itemSession, sess: r}
-		case Run:
+		case record.Run:
 			items[i] = item{kind: itemRun, run: r}
-		case Steering:
+		case record.Steering:
 			items[i] = item{kind: itemSteering, steer: r}
 		default:
 			t.Fatalf("record %T", r)
@@ -68,7 +70,7 @@ func write(t testing.TB, s *Store, recs ...any) {
 }
 
 // runs returns n copies of r with ids prefix-0 … prefix-(n-1).
-func runs(n int, prefix string, r Run) []any {
+func runs(n int, prefix string, r record.Run) []any {
 	out := make([]any, n)
 	for i := range out {
 		x := r
@@ -83,14 +85,14 @@ func itoa(i int) string {
 }
 
 // failed / ok make a settled run of a session at age ago.
-func okRun(session, provider, task string, ago time.Duration) Run {
-	return Run{SessionID: session, Provider: provider, Task: task, Repo: "/repo", Outcome: OutcomeCompleted,
+func okRun(session, provider, task string, ago time.Duration) record.Run {
+	return record.Run{SessionID: session, Provider: provider, Task: task, Repo: "/repo", Outcome: record.OutcomeCompleted,
 		StartedAt: ms(ago) - 1000, EndedAt: ms(ago)}
 }
 
-func failedRun(session, provider, task, errText string, ago time.Duration) Run {
+func failedRun(session, provider, task, errText string, ago time.Duration) record.Run {
 	r := okRun(session, provider, task, ago)
-	r.Outcome, r.Cause, r.ExitCode, r.Error = OutcomeFailed, CauseExit, 1, errText
+	r.Outcome, r.Cause, r.ExitCode, r.Error = record.OutcomeFailed, record.CauseExit, 1, errText
 	return r
 }
 

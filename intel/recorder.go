@@ -7,6 +7,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/agents-fleet/fleet/intel/record"
 )
 
 // QueueLimit is how many records a Recorder holds waiting to be written
@@ -83,7 +85,7 @@ func newRecorder(s *Store, log *slog.Logger) *Recorder {
 
 // Session queues a session record: its start, and later its end (a later
 // record's non-empty fields win).
-func (r *Recorder) Session(x Session) {
+func (r *Recorder) Session(x record.Session) {
 	r.mu.Lock()
 	it := r.slotLocked()
 	if it != nil {
@@ -95,7 +97,7 @@ func (r *Recorder) Session(x Session) {
 
 // Run queues a settled run. A run recorded again with the same ID replaces
 // the earlier one.
-func (r *Recorder) Run(x Run) {
+func (r *Recorder) Run(x record.Run) {
 	r.mu.Lock()
 	it := r.slotLocked()
 	if it != nil {
@@ -106,7 +108,7 @@ func (r *Recorder) Run(x Run) {
 }
 
 // Steering queues an operator's steering action.
-func (r *Recorder) Steering(x Steering) {
+func (r *Recorder) Steering(x record.Steering) {
 	r.mu.Lock()
 	it := r.slotLocked()
 	if it != nil {

@@ -6,19 +6,21 @@ import (
 	"fmt"
 	"testing"
 	"time"
+
+	"github.com/agents-fleet/fleet/intel/record"
 )
 
 func TestRecorderWrites(t *testing.T) {
 	s := openT(t)
 	rec := s.NewRecorder(nil)
 	defer rec.Close(context.Background())
-	rec.Session(Session{ID: "s1", Name: "fleet", StartedAt: ms(2 * hour)})
+	rec.Session(record.Session{ID: "s1", Name: "fleet", StartedAt: ms(2 * hour)})
 	r := okRun("s1", "claude", "fix it", hour)
 	r.ID, r.Tools = "s1/w1/t1", map[string]int64{"shell": 2}
 	rec.Run(r)
-	rec.Steering(Steering{SessionID: "s1", Source: "prompt", Text: "go", CreatedAt: ms(hour)})
+	rec.Steering(record.Steering{SessionID: "s1", Source: "prompt", Text: "go", CreatedAt: ms(hour)})
 	// The session's closing record carries only its end.
-	rec.Session(Session{ID: "s1", EndedAt: ms(0)})
+	rec.Session(record.Session{ID: "s1", EndedAt: ms(0)})
 	if err := rec.Flush(t.Context()); err != nil {
 		t.Fatal(err)
 	}
@@ -117,7 +119,7 @@ func TestRecorderCloseWhileLocked(t *testing.T) {
 	if rec.Dropped() != 10 {
 		t.Fatalf("dropped %d, want 10", rec.Dropped())
 	}
-	rec.Run(Run{ID: "late"})
+	rec.Run(record.Run{ID: "late"})
 	if rec.Dropped() != 11 {
 		t.Fatalf("a record after Close was not counted: %d", rec.Dropped())
 	}

@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/agents-fleet/fleet/intel/record"
 )
 
 // fired returns the suggestions of rule, at t0.
@@ -89,8 +91,8 @@ func TestRuleProviderFailureRate(t *testing.T) {
 			// The fifth codex run was cancelled: 4 judged runs.
 			name: "cancelled runs are not judged",
 			recs: cat(arm("c", "codex", "/repo", "$ go test", 4, 4), arm("l", "claude", "/repo", "$ go test", 5, 0),
-				[]any{Run{SessionID: "s1", ID: "cx", Provider: "codex", Task: "$ go test", Repo: "/repo",
-					Outcome: OutcomeCancelled, Cause: CauseCancelled, EndedAt: ms(hour)}}),
+				[]any{record.Run{SessionID: "s1", ID: "cx", Provider: "codex", Task: "$ go test", Repo: "/repo",
+					Outcome: record.OutcomeCancelled, Cause: record.CauseCancelled, EndedAt: ms(hour)}}),
 		},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -112,7 +114,7 @@ func TestRuleProviderFailureRate(t *testing.T) {
 }
 
 // recent makes n failed runs, the i-th ago(i) before t0.
-func recent(prefix string, n int, ago func(i int) time.Duration, mk func(ago time.Duration) Run) []any {
+func recent(prefix string, n int, ago func(i int) time.Duration, mk func(ago time.Duration) record.Run) []any {
 	var out []any
 	for i := range n {
 		r := mk(ago(i))
@@ -125,7 +127,7 @@ func recent(prefix string, n int, ago func(i int) time.Duration, mk func(ago tim
 func hoursAgo(i int) time.Duration { return time.Duration(i+1) * hour }
 
 func TestRuleRecurringError(t *testing.T) {
-	goFail := func(ago time.Duration) Run {
+	goFail := func(ago time.Duration) record.Run {
 		return failedRun("s1", "codex", "$ go test ./store", "FAIL ./store 0.41s", ago)
 	}
 	t.Run("fires at 3", func(t *testing.T) {
@@ -159,9 +161,9 @@ func TestRuleRecurringError(t *testing.T) {
 	})
 	t.Run("classes with their own rule", func(t *testing.T) {
 		s := openT(t)
-		write(t, s, recent("r", 3, hoursAgo, func(ago time.Duration) Run {
+		write(t, s, recent("r", 3, hoursAgo, func(ago time.Duration) record.Run {
 			r := goFail(ago)
-			r.Cause = CauseBudget
+			r.Cause = record.CauseBudget
 			return r
 		})...)
 		if got := fired(t, s, RuleRecurringError); len(got) != 0 {
@@ -170,9 +172,9 @@ func TestRuleRecurringError(t *testing.T) {
 	})
 	t.Run("cancellations are not errors", func(t *testing.T) {
 		s := openT(t)
-		write(t, s, recent("r", 3, hoursAgo, func(ago time.Duration) Run {
+		write(t, s, recent("r", 3, hoursAgo, func(ago time.Duration) record.Run {
 			r := goFail(ago)
-			r.Outcome, r.Cause = OutcomeCancelled, CauseCancelled
+			r.Outcome, r.Cause = record.OutcomeCancelled, record.CauseCancelled
 			return r
 		})...)
 		if got := fired(t, s, RuleRecurringError); len(got) != 0 {
@@ -182,9 +184,9 @@ func TestRuleRecurringError(t *testing.T) {
 }
 
 func TestRuleBudgetStops(t *testing.T) {
-	budget := func(ago time.Duration) Run {
+	budget := func(ago time.Duration) record.Run {
 		r := failedRun("s1", "claude", "refactor the store", "worker budget reached", ago)
-		r.Cause = CauseBudget
+		r.Cause = record.CauseBudget
 		return r
 	}
 	s := openT(t)
@@ -202,10 +204,10 @@ func TestRuleBudgetStops(t *testing.T) {
 }
 
 func TestRuleStalls(t *testing.T) {
-	stall := func(provider string) func(time.Duration) Run {
-		return func(ago time.Duration) Run {
+	stall := func(provider string) func(time.Duration) record.Run {
+		return func(ago time.Duration) record.Run {
 			r := okRun("s1", provider, "write docs", ago)
-			r.Outcome, r.Cause = OutcomeFailed, CauseStall
+			r.Outcome, r.Cause = record.OutcomeFailed, record.CauseStall
 			return r
 		}
 	}
@@ -223,12 +225,12 @@ func TestRuleStalls(t *testing.T) {
 }
 
 func TestRulePermissionDenials(t *testing.T) {
-	deny := func(text, target string) Steering {
-		return Steering{SessionID: "s1", Source: "deny", Text: text, Target: target, CreatedAt: ms(hour)}
+	deny := func(text, target string) record.Steering {
+		return record.Steering{SessionID: "s1", Source: "deny", Text: text, Target: target, CreatedAt: ms(hour)}
 	}
 	s := openT(t)
 	write(t, s, deny("git push origin main", "w1"), deny("git push origin main", "w2"),
-		Steering{SessionID: "s1", Source: "approve", Text: "git push origin main", CreatedAt: ms(hour)},
+		record.Steering{SessionID: "s1", Source: "approve", Text: "git push origin main", CreatedAt: ms(hour)},
 		deny("Bash: rm -rf /tmp/a1", "w1"), deny("Bash: rm -rf /var/tmp/b2", "w3"))
 	if got := fired(t, s, RulePermissionDenials); len(got) != 0 {
 		t.Fatalf("2 denials fired: %+v", got)
@@ -285,8 +287,8 @@ func TestRuleSkillRegression(t *testing.T) {
 		// A shadow's runs are not the version's.
 		{"shadow runs", cat(skillRuns("a", 2, 5, 5, ""), skillRuns("b", 2, 5, 0, "sh-1")), "", 0},
 		// Cancelled runs are not judged: 2 of 4 judged.
-		{"cancelled not judged", cat(skillRuns("a", 2, 4, 2, ""), []any{Run{SessionID: "s1", ID: "c", Skill: "deploy", SkillVersion: 2,
-			Outcome: OutcomeCancelled, EndedAt: ms(hour)}}), "", 0},
+		{"cancelled not judged", cat(skillRuns("a", 2, 4, 2, ""), []any{record.Run{SessionID: "s1", ID: "c", Skill: "deploy", SkillVersion: 2,
+			Outcome: record.OutcomeCancelled, EndedAt: ms(hour)}}), "", 0},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			s := openT(t)
@@ -311,10 +313,10 @@ func TestRuleSkillRegression(t *testing.T) {
 func TestSuggestionStates(t *testing.T) {
 	s := openT(t)
 	ctx := t.Context()
-	goFail := func(ago time.Duration) Run { return failedRun("s1", "codex", "$ go test", "FAIL ./x 1s", ago) }
-	budget := func(ago time.Duration) Run {
+	goFail := func(ago time.Duration) record.Run { return failedRun("s1", "codex", "$ go test", "FAIL ./x 1s", ago) }
+	budget := func(ago time.Duration) record.Run {
 		r := goFail(ago)
-		r.Cause = CauseBudget
+		r.Cause = record.CauseBudget
 		return r
 	}
 	write(t, s, cat(recent("e", 3, hoursAgo, goFail), recent("b", 2, hoursAgo, budget))...)
@@ -341,9 +343,9 @@ func TestSuggestionStates(t *testing.T) {
 	// Two more of the same failure, and a stall streak, an hour later.
 	later := t0.Add(hour)
 	write(t, s, recent("e2", 2, hoursAgo, goFail)...)
-	write(t, s, recent("st", 3, hoursAgo, func(ago time.Duration) Run {
+	write(t, s, recent("st", 3, hoursAgo, func(ago time.Duration) record.Run {
 		r := okRun("s1", "claude", "x", ago)
-		r.Outcome, r.Cause = OutcomeFailed, CauseStall
+		r.Outcome, r.Cause = record.OutcomeFailed, record.CauseStall
 		return r
 	})...)
 	all, err := s.Suggestions(ctx, later)
@@ -386,7 +388,7 @@ func TestSuggestionStates(t *testing.T) {
 // before anything listed it.
 func TestSetStateBeforeListing(t *testing.T) {
 	s := openT(t)
-	write(t, s, recent("e", 3, hoursAgo, func(ago time.Duration) Run {
+	write(t, s, recent("e", 3, hoursAgo, func(ago time.Duration) record.Run {
 		return failedRun("s1", "codex", "$ go test", "FAIL ./x 1s", ago)
 	})...)
 	id := suggestionID(RuleRecurringError, "FAIL <path> <n>s")

@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/agents-fleet/fleet/intel/record"
 	"github.com/agents-fleet/fleet/protocol"
 )
 
@@ -112,7 +113,7 @@ func (s *Store) AddShadow(ctx context.Context, sh Shadow) (Shadow, error) {
 	if sh.BaseVersion < 0 {
 		return Shadow{}, fmt.Errorf("add shadow of %s: base version %d", sh.Skill, sh.BaseVersion)
 	}
-	sh.Summary = clip(sh.Summary, MaxText)
+	sh.Summary = clip(sh.Summary, record.MaxText)
 	sh.Status = ShadowEvaluating
 	sh.CreatedAt = s.now().UnixMilli()
 	res, err := s.w.ExecContext(ctx, `INSERT INTO shadows (skill, base_version, content, summary, author, status, created_at)
@@ -277,13 +278,13 @@ func (s *Store) RejectShadow(ctx context.Context, id string) error {
 // SkillFailures returns the most recent judged failures (not cancelled, not
 // shut down) of runs that used the skill, newest first, at most n, with
 // Class filled in: what /learn shows the author of a patch.
-func (s *Store) SkillFailures(ctx context.Context, skill string, n int) ([]Run, error) {
+func (s *Store) SkillFailures(ctx context.Context, skill string, n int) ([]record.Run, error) {
 	if n <= 0 {
 		return nil, nil
 	}
-	var out []Run
+	var out []record.Run
 	err := each(ctx, s.r, func(rows *sql.Rows) error {
-		var r Run
+		var r record.Run
 		err := rows.Scan(&r.ID, &r.SessionID, &r.Worker, &r.TaskID, &r.Provider, &r.Model, &r.Task, &r.Skill,
 			&r.SkillVersion, &r.Shadow, &r.Repo, &r.Worktree, &r.StartedAt, &r.EndedAt, &r.Outcome, &r.ExitCode,
 			&r.Error, &r.Cause, &r.Class, &r.InputTokens, &r.OutputTokens, &r.CacheReadTokens, &r.CacheWriteTokens)

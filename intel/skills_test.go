@@ -5,6 +5,7 @@ import (
 	"reflect"
 	"testing"
 
+	"github.com/agents-fleet/fleet/intel/record"
 	"github.com/agents-fleet/fleet/protocol"
 )
 
@@ -65,21 +66,21 @@ func TestShadowLifecycle(t *testing.T) {
 		t.Fatal("AddShadow accepted an unknown author")
 	}
 
-	use := func(r Run, shadow string) Run {
+	use := func(r record.Run, shadow string) record.Run {
 		r.Skill, r.SkillVersion, r.Shadow = "review", 2, shadow
 		return r
 	}
 	cancelled := use(okRun("s1", "claude", "x", 3*hour), "")
-	cancelled.Outcome, cancelled.Cause = OutcomeCancelled, CauseCancelled
+	cancelled.Outcome, cancelled.Cause = record.OutcomeCancelled, record.CauseCancelled
 	shutdown := use(okRun("s1", "claude", "x", 3*hour), "sh-1")
-	shutdown.Outcome, shutdown.Cause = OutcomeCancelled, CauseShutdown
+	shutdown.Outcome, shutdown.Cause = record.OutcomeCancelled, record.CauseShutdown
 	write(t, s, cat(
 		runs(4, "b-ok", use(okRun("s1", "claude", "x", 5*hour), "")),
 		runs(2, "b-fail", use(failedRun("s1", "claude", "x", "boom", 4*hour), "")),
-		[]any{func() Run { cancelled.ID = "b-cancel"; return cancelled }()},
+		[]any{func() record.Run { cancelled.ID = "b-cancel"; return cancelled }()},
 		runs(3, "c-ok", use(okRun("s1", "claude", "x", 2*hour), "sh-1")),
 		runs(1, "c-fail", use(failedRun("s1", "claude", "x", "bang", hour), "sh-1")),
-		[]any{func() Run { shutdown.ID = "c-shutdown"; return shutdown }()},
+		[]any{func() record.Run { shutdown.ID = "c-shutdown"; return shutdown }()},
 	)...)
 
 	ev, err := s.Evolution(ctx, t0)

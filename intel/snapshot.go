@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"sort"
 	"strconv"
@@ -30,6 +31,60 @@ func (s *Store) readTx(ctx context.Context) (*sql.Tx, error) {
 		return nil, fmt.Errorf("intel store %s: %w", s.path, err)
 	}
 	return tx, nil
+}
+
+// Snapshots are the four intelligence snapshots a console is sent.
+type Snapshots struct {
+	Intel      *protocol.FleetIntel
+	Evolution  *protocol.FleetEvolution
+	Store      *protocol.FleetStore
+	Experiment *protocol.FleetExperiment
+}
+
+// Snapshots computes the four snapshots. One that cannot be computed is
+// left nil and its error joined into err.
+func (s *Store) Snapshots(ctx context.Context, now time.Time) (Snapshots, error) {
+	var snap Snapshots
+	var errs [4]error
+	snap.Intel, errs[0] = s.Intel(ctx, now)
+	snap.Evolution, errs[1] = s.Evolution(ctx, now)
+	snap.Store, errs[2] = s.Explorer(ctx, now)
+	snap.Experiment, errs[3] = s.Experiments(ctx, now)
+	return snap, errors.Join(errs[:]...)
+}
+
+// EmptySnapshots are the snapshots of a store with nothing in it: what a
+// fleet home without a store yet has to show.
+func EmptySnapshots(now time.Time) Snapshots {
+	ts := now.UnixMilli()
+	counts := make([]protocol.FleetStoreCount, len(entities))
+	for i, t := range entities {
+		counts[i].Name = t
+	}
+	return Snapshots{
+		Intel:      &protocol.FleetIntel{Ts: ts},
+		Evolution:  &protocol.FleetEvolution{Ts: ts},
+		Store:      &protocol.FleetStore{Ts: ts, Counts: counts},
+		Experiment: &protocol.FleetExperiment{Ts: ts},
+	}
+}
+
+// Messages are the snapshots computed, in the order consoles get them.
+func (sn Snapshots) Messages() []protocol.Message {
+	var out []protocol.Message
+	if sn.Intel != nil {
+		out = append(out, sn.Intel)
+	}
+	if sn.Evolution != nil {
+		out = append(out, sn.Evolution)
+	}
+	if sn.Store != nil {
+		out = append(out, sn.Store)
+	}
+	if sn.Experiment != nil {
+		out = append(out, sn.Experiment)
+	}
+	return out
 }
 
 // Intel returns the fleetIntel snapshot: the summary, the pending

@@ -5,6 +5,7 @@ import (
 	"reflect"
 	"testing"
 
+	"github.com/agents-fleet/fleet/intel/record"
 	"github.com/agents-fleet/fleet/protocol"
 )
 
@@ -21,9 +22,9 @@ import (
 func seedSummary(t *testing.T, s *Store) {
 	t.Helper()
 	write(t, s,
-		Session{ID: "s1", Name: "first", Provider: "claude", StartedAt: ms(10 * hour), EndedAt: ms(8 * hour)},
-		Session{ID: "s2", StartedAt: ms(6 * hour), EndedAt: ms(5 * hour)},
-		Session{ID: "s3", StartedAt: ms(2 * hour)},
+		record.Session{ID: "s1", Name: "first", Provider: "claude", StartedAt: ms(10 * hour), EndedAt: ms(8 * hour)},
+		record.Session{ID: "s2", StartedAt: ms(6 * hour), EndedAt: ms(5 * hour)},
+		record.Session{ID: "s3", StartedAt: ms(2 * hour)},
 	)
 	r1 := okRun("s1", "claude", "review the diff", 9*hour)
 	r1.ID, r1.InputTokens, r1.OutputTokens, r1.CacheReadTokens = "s1/w1/t1", 1000, 200, 5000
@@ -35,19 +36,19 @@ func seedSummary(t *testing.T, s *Store) {
 	r3 := failedRun("s1", "codex", "$ go test ./b", "FAIL ./b 0.3s\nmore output", 8*hour+30*60e9)
 	r3.ID, r3.InputTokens, r3.OutputTokens, r3.Skill, r3.SkillVersion = "s1/w3/t3", 400, 60, "lint", 1
 	r4 := okRun("s2", "claude", "fix it", 5*hour+30*60e9)
-	r4.ID, r4.Outcome, r4.Cause, r4.InputTokens, r4.OutputTokens = "s2/w1/t1", OutcomeCancelled, CauseCancelled, 100, 10
+	r4.ID, r4.Outcome, r4.Cause, r4.InputTokens, r4.OutputTokens = "s2/w1/t1", record.OutcomeCancelled, record.CauseCancelled, 100, 10
 	r5 := okRun("s2", "claude", "fix it", 5*hour+10*60e9)
-	r5.ID, r5.Outcome, r5.Cause, r5.Error, r5.InputTokens = "s2/w2/t2", OutcomeFailed, CauseAgentError, "API Error: 529 overloaded", 500
+	r5.ID, r5.Outcome, r5.Cause, r5.Error, r5.InputTokens = "s2/w2/t2", record.OutcomeFailed, record.CauseAgentError, "API Error: 529 overloaded", 500
 	r6 := okRun("s3", "local", "$ make", hour)
 	r6.ID, r6.Skill, r6.SkillVersion = "s3/w1/t1", "go-test", 2
 	r7 := okRun("s3", "local", "$ make", 30*60e9)
-	r7.ID, r7.Outcome, r7.Cause = "s3/w2/t2", OutcomeFailed, CauseStall
+	r7.ID, r7.Outcome, r7.Cause = "s3/w2/t2", record.OutcomeFailed, record.CauseStall
 	write(t, s, r1, r2early)
 	write(t, s, r2, r3, r4, r5, r6, r7)
 	write(t, s,
-		Steering{SessionID: "s1", Source: "prompt", Text: "use table tests", Target: "w1", CreatedAt: ms(9 * hour)},
-		Steering{SessionID: "s2", Source: "deny", Text: "git push origin main", Target: "w2", CreatedAt: ms(5 * hour)},
-		Steering{SessionID: "s3", Source: "tell", Text: "stop after make", Target: "w2", CreatedAt: ms(hour)},
+		record.Steering{SessionID: "s1", Source: "prompt", Text: "use table tests", Target: "w1", CreatedAt: ms(9 * hour)},
+		record.Steering{SessionID: "s2", Source: "deny", Text: "git push origin main", Target: "w2", CreatedAt: ms(5 * hour)},
+		record.Steering{SessionID: "s3", Source: "tell", Text: "stop after make", Target: "w2", CreatedAt: ms(hour)},
 	)
 }
 
@@ -114,6 +115,33 @@ func TestIntelEmpty(t *testing.T) {
 	}
 }
 
+// TestEmptySnapshots: what a fleet home without a store shows is, field
+// for field and byte for byte, what an empty store's snapshots are.
+func TestEmptySnapshots(t *testing.T) {
+	s := openT(t)
+	got, err := s.Snapshots(t.Context(), t0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	gotMs, wantMs := got.Messages(), EmptySnapshots(t0).Messages()
+	if len(gotMs) != 4 || len(wantMs) != 4 {
+		t.Fatalf("%d snapshots from the store, %d empty ones; want 4 of each", len(gotMs), len(wantMs))
+	}
+	for i := range gotMs {
+		g, err := json.Marshal(gotMs[i])
+		if err != nil {
+			t.Fatal(err)
+		}
+		w, err := json.Marshal(wantMs[i])
+		if err != nil {
+			t.Fatal(err)
+		}
+		if string(g) != string(w) {
+			t.Errorf("%s\nempty store %s\n   no store %s", gotMs[i].MessageType(), g, w)
+		}
+	}
+}
+
 func TestExplorer(t *testing.T) {
 	s := openT(t)
 	seedSummary(t, s)
@@ -165,7 +193,7 @@ func TestExplorerBounds(t *testing.T) {
 		recs = append(recs, r)
 	}
 	for i := range 25 {
-		recs = append(recs, Steering{SessionID: "s000", Source: "prompt", Text: itoa(i), CreatedAt: int64(i)})
+		recs = append(recs, record.Steering{SessionID: "s000", Source: "prompt", Text: itoa(i), CreatedAt: int64(i)})
 	}
 	write(t, s, recs...)
 	m, err := s.Explorer(t.Context(), t0)

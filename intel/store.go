@@ -1,3 +1,12 @@
+// Package intel is the fleet's intelligence store,
+// <fleetHome>/intel/fleet-intel.db, shared by every session and repository:
+// what agents ran and how it ended, the tools they used, the skills they
+// followed, how operators steered them, and experiments. From it come the
+// fleetIntel, fleetEvolution, fleetStore and fleetExperiment snapshots and
+// the suggestions, by rules written down in docs/intel-store.md (and in
+// rules.go). Everything in it was recorded from real fleets; nothing is
+// made up. The values it records are package record's; the Service runs
+// it for a fleet.
 package intel
 
 import (

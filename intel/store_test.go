@@ -10,6 +10,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/agents-fleet/fleet/intel/record"
 	"github.com/agents-fleet/fleet/internal/sqlitefile"
 )
 
@@ -172,10 +173,10 @@ func TestOpenTooNew(t *testing.T) {
 func TestPrune(t *testing.T) {
 	s := openT(t)
 	write(t, s,
-		Session{ID: "old-ended", StartedAt: ms(50 * day), EndedAt: ms(40 * day)},
-		Session{ID: "old-running", StartedAt: ms(40 * day)},
-		Session{ID: "recent", StartedAt: ms(40 * day), EndedAt: ms(2 * day)},
-		Session{ID: "new", StartedAt: ms(hour)},
+		record.Session{ID: "old-ended", StartedAt: ms(50 * day), EndedAt: ms(40 * day)},
+		record.Session{ID: "old-running", StartedAt: ms(40 * day)},
+		record.Session{ID: "recent", StartedAt: ms(40 * day), EndedAt: ms(2 * day)},
+		record.Session{ID: "new", StartedAt: ms(hour)},
 	)
 	r := failedRun("old-ended", "codex", "$ go test", "FAIL ./x 1s", 40*day)
 	r.Tools = map[string]int64{"shell": 2, "edit": 1}
@@ -183,9 +184,9 @@ func TestPrune(t *testing.T) {
 	write(t, s, cat(runs(3, "oe", r), runs(2, "or", okRun("old-running", "claude", "fix it", 40*day)),
 		runs(4, "re", okRun("recent", "claude", "fix it", 2*day)), runs(1, "nw", failedRun("new", "codex", "$ go test", "FAIL ./x 1s", hour)))...)
 	write(t, s,
-		Steering{SessionID: "old-ended", Source: "prompt", Text: "a", CreatedAt: ms(41 * day)},
-		Steering{SessionID: "old-running", Source: "deny", Text: "git push", CreatedAt: ms(40 * day)},
-		Steering{SessionID: "recent", Source: "tell", Text: "b", CreatedAt: ms(3 * day)},
+		record.Steering{SessionID: "old-ended", Source: "prompt", Text: "a", CreatedAt: ms(41 * day)},
+		record.Steering{SessionID: "old-running", Source: "deny", Text: "git push", CreatedAt: ms(40 * day)},
+		record.Steering{SessionID: "recent", Source: "tell", Text: "b", CreatedAt: ms(3 * day)},
 	)
 	if _, err := s.RegisterSkill(t.Context(), "review", "x"); err != nil {
 		t.Fatal(err)
@@ -268,9 +269,9 @@ func TestRunReplaced(t *testing.T) {
 // TestTextsClipped: texts longer than MaxText are cut at a rune boundary.
 func TestTextsClipped(t *testing.T) {
 	s := openT(t)
-	r := failedRun("s1", "claude", strings.Repeat("ü", MaxText), strings.Repeat("x", 3*MaxText), hour)
+	r := failedRun("s1", "claude", strings.Repeat("ü", record.MaxText), strings.Repeat("x", 3*record.MaxText), hour)
 	r.ID = "s1/w1/t1"
-	write(t, s, r, Steering{SessionID: "s1", Source: "prompt", Text: strings.Repeat("y", MaxText+1)})
+	write(t, s, r, record.Steering{SessionID: "s1", Source: "prompt", Text: strings.Repeat("y", record.MaxText+1)})
 	var task, errText, text string
 	if err := s.r.QueryRow(`SELECT task, error FROM runs`).Scan(&task, &errText); err != nil {
 		t.Fatal(err)
@@ -278,7 +279,7 @@ func TestTextsClipped(t *testing.T) {
 	if err := s.r.QueryRow(`SELECT text FROM steering`).Scan(&text); err != nil {
 		t.Fatal(err)
 	}
-	if len(task) != MaxText || len(errText) != MaxText || len(text) != MaxText {
+	if len(task) != record.MaxText || len(errText) != record.MaxText || len(text) != record.MaxText {
 		t.Fatalf("lengths %d %d %d", len(task), len(errText), len(text))
 	}
 }

@@ -4,6 +4,8 @@ import (
 	"context"
 	"database/sql"
 	"errors"
+
+	"github.com/agents-fleet/fleet/intel/record"
 )
 
 // stmts are the Recorder's statements, prepared once on the writer
@@ -76,9 +78,9 @@ const (
 // nothing.
 type item struct {
 	kind  itemKind
-	sess  Session
-	run   Run
-	steer Steering
+	sess  record.Session
+	run   record.Run
+	steer record.Steering
 }
 
 // writeItems writes items in one transaction.
@@ -118,26 +120,26 @@ func (b *batch) write(ctx context.Context, it *item) error {
 	return errors.New("intel: unknown record kind")
 }
 
-func (b *batch) session(ctx context.Context, x *Session) error {
+func (b *batch) session(ctx context.Context, x *record.Session) error {
 	var sid int64
-	err := b.tx.StmtContext(ctx, b.st.session).QueryRowContext(ctx, clip(x.ID, MaxText),
-		clip(x.Name, MaxText), clip(x.Cwd, MaxText), clip(x.Repo, MaxText), clip(x.Provider, MaxText),
-		clip(x.Model, MaxText), clip(x.Mode, MaxText), x.StartedAt, x.EndedAt).Scan(&sid)
+	err := b.tx.StmtContext(ctx, b.st.session).QueryRowContext(ctx, clip(x.ID, record.MaxText),
+		clip(x.Name, record.MaxText), clip(x.Cwd, record.MaxText), clip(x.Repo, record.MaxText), clip(x.Provider, record.MaxText),
+		clip(x.Model, record.MaxText), clip(x.Mode, record.MaxText), x.StartedAt, x.EndedAt).Scan(&sid)
 	if err != nil {
 		return err
 	}
-	b.sids[clip(x.ID, MaxText)] = sid
+	b.sids[clip(x.ID, record.MaxText)] = sid
 	return nil
 }
 
 // sessionRef returns the sid of session id, creating a placeholder row.
 func (b *batch) sessionRef(ctx context.Context, id, repo string, at int64) (int64, error) {
-	id = clip(id, MaxText)
+	id = clip(id, record.MaxText)
 	if sid, ok := b.sids[id]; ok {
 		return sid, nil
 	}
 	var sid int64
-	err := b.tx.StmtContext(ctx, b.st.sessionRef).QueryRowContext(ctx, id, clip(repo, MaxText), at).Scan(&sid)
+	err := b.tx.StmtContext(ctx, b.st.sessionRef).QueryRowContext(ctx, id, clip(repo, record.MaxText), at).Scan(&sid)
 	if err != nil {
 		return 0, err
 	}
@@ -148,12 +150,12 @@ func (b *batch) sessionRef(ctx context.Context, id, repo string, at int64) (int6
 // toolNameMax bounds a tool name, in bytes.
 const toolNameMax = 256
 
-func (b *batch) run(ctx context.Context, r *Run) error {
+func (b *batch) run(ctx context.Context, r *record.Run) error {
 	sid, err := b.sessionRef(ctx, r.SessionID, r.Repo, r.StartedAt)
 	if err != nil {
 		return err
 	}
-	id := clip(r.ID, MaxText)
+	id := clip(r.ID, record.MaxText)
 	// Replace, by DELETE then INSERT, so that the triggers keep the
 	// aggregates right (and run_tools goes by cascade).
 	if _, err := b.tx.StmtContext(ctx, b.st.runDelete).ExecContext(ctx, id); err != nil {
@@ -161,11 +163,11 @@ func (b *batch) run(ctx context.Context, r *Run) error {
 	}
 	class := Classify(*r)
 	outcome := r.Outcome
-	if outcome != OutcomeCompleted && outcome != OutcomeCancelled {
-		outcome = OutcomeFailed
+	if outcome != record.OutcomeCompleted && outcome != record.OutcomeCancelled {
+		outcome = record.OutcomeFailed
 	}
 	ok, judged := 0, 1
-	if outcome == OutcomeCompleted {
+	if outcome == record.OutcomeCompleted {
 		ok = 1
 	}
 	if class == ClassCancelled || class == ClassShutdown {
@@ -175,12 +177,12 @@ func (b *batch) run(ctx context.Context, r *Run) error {
 	if at == 0 {
 		at = r.StartedAt
 	}
-	skill := clip(r.Skill, MaxText)
+	skill := clip(r.Skill, record.MaxText)
 	res, err := b.tx.StmtContext(ctx, b.st.runInsert).ExecContext(ctx, id, sid,
-		clip(r.Worker, MaxText), clip(r.TaskID, MaxText), clip(r.Provider, MaxText), clip(r.Model, MaxText),
-		clip(r.Task, MaxText), taskKind(r.Task, skill), skill, r.SkillVersion, clip(r.Shadow, MaxText),
-		clip(r.Repo, MaxText), clip(r.Worktree, MaxText), r.StartedAt, r.EndedAt, at, outcome, r.ExitCode,
-		clip(r.Error, MaxText), clip(r.Cause, MaxText), class, errorKey(*r, class), ok, judged,
+		clip(r.Worker, record.MaxText), clip(r.TaskID, record.MaxText), clip(r.Provider, record.MaxText), clip(r.Model, record.MaxText),
+		clip(r.Task, record.MaxText), taskKind(r.Task, skill), skill, r.SkillVersion, clip(r.Shadow, record.MaxText),
+		clip(r.Repo, record.MaxText), clip(r.Worktree, record.MaxText), r.StartedAt, r.EndedAt, at, outcome, r.ExitCode,
+		clip(r.Error, record.MaxText), clip(r.Cause, record.MaxText), class, errorKey(*r, class), ok, judged,
 		r.InputTokens, r.OutputTokens, r.CacheReadTokens, r.CacheWriteTokens)
 	if err != nil {
 		return err
@@ -204,18 +206,18 @@ func (b *batch) run(ctx context.Context, r *Run) error {
 // sourceDeny is the steering source of a denied confirm or permission.
 const sourceDeny = "deny"
 
-func (b *batch) steering(ctx context.Context, x *Steering) error {
+func (b *batch) steering(ctx context.Context, x *record.Steering) error {
 	sid, err := b.sessionRef(ctx, x.SessionID, "", x.CreatedAt)
 	if err != nil {
 		return err
 	}
-	text := clip(x.Text, MaxText)
+	text := clip(x.Text, record.MaxText)
 	key := ""
 	if x.Source == sourceDeny {
 		key = denyKey(text)
 	}
-	_, err = b.tx.StmtContext(ctx, b.st.steering).ExecContext(ctx, sid, clip(x.Source, MaxText), text,
-		clip(x.Target, MaxText), x.CreatedAt, key)
+	_, err = b.tx.StmtContext(ctx, b.st.steering).ExecContext(ctx, sid, clip(x.Source, record.MaxText), text,
+		clip(x.Target, record.MaxText), x.CreatedAt, key)
 	return err
 }
 

@@ -1,12 +1,11 @@
-// Package intel is the fleet's intelligence store,
-// <fleetHome>/intel/fleet-intel.db, shared by every session and repository:
-// what agents ran and how it ended, the tools they used, the skills they
-// followed, how operators steered them, and experiments. From it come the
-// fleetIntel, fleetEvolution, fleetStore and fleetExperiment snapshots and
-// the suggestions, by rules written down in docs/intel-store.md (and in
-// rules.go). Everything in it
-// was recorded from real fleets; nothing is made up.
-package intel
+// Package record holds the plain values a fleet records into its
+// intelligence store (package intel): sessions, agent runs and how they
+// ended, operator steering, and the skill a task follows. It has no
+// storage in it, so the engine can build these values without importing
+// the SQLite store.
+package record
+
+import "strings"
 
 // Session is one fleet session as recorded.
 type Session struct {
@@ -51,11 +50,11 @@ type Run struct {
 	ExitCode     int
 	// Error is the failure as the fleet reported it (at most MaxText
 	// bytes); Cause is what the fleet knows about it (a Cause* constant,
-	// "" when it does not know), from which Classify derives the class.
+	// "" when it does not know), from which intel.Classify derives the class.
 	Error string
 	Cause string
-	// Class is Classify's verdict. The Recorder ignores it (the store
-	// classifies every run it writes); SkillFailures fills it in.
+	// Class is intel.Classify's verdict. intel's Recorder ignores it (the store
+	// classifies every run it writes); the store's SkillFailures fills it in.
 	Class string
 	// Tokens as the provider reported them.
 	InputTokens, OutputTokens, CacheReadTokens, CacheWriteTokens int64
@@ -89,3 +88,20 @@ type Steering struct {
 
 // MaxText bounds every text the store keeps (task, error, steering).
 const MaxText = 4 << 10
+
+// SkillUse is the skill a task follows: its text and what to record.
+type SkillUse struct {
+	Name    string
+	Version int
+	Shadow  string // the shadow candidate's id when this run uses it
+	Text    string // the skill's instructions or template
+}
+
+// Apply makes the task text of a task following the skill: the template
+// with {task} replaced, or the instructions followed by the task.
+func (s SkillUse) Apply(task string) string {
+	if strings.Contains(s.Text, "{task}") {
+		return strings.ReplaceAll(s.Text, "{task}", task)
+	}
+	return strings.TrimRight(s.Text, "\n") + "\n\nTask: " + task
+}
