@@ -20,6 +20,15 @@ import (
 //	fleet run: unknown flag --worker (did you mean --workers?)
 //	usage: fleet run [PROMPT] [flags]
 
+// exitUsage is the exit code of a usage error: a bad or missing flag or
+// argument, refused before anything is sent.
+const exitUsage = 2
+
+// usageErr is a usage error that does not show a usage line.
+func usageErr(format string, args ...any) error {
+	return &exitError{code: exitUsage, err: fmt.Errorf(format, args...)}
+}
+
 // commandUsageErr is a usage error of cmd.
 func commandUsageErr(cmd *cobra.Command, format string, args ...any) error {
 	return &exitError{code: exitUsage, err: fmt.Errorf(format, args...), cmd: cmd}

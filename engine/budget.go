@@ -34,8 +34,8 @@ type Price struct {
 	InputPerMTok, OutputPerMTok, CacheReadPerMTok, CacheWritePerMTok float64
 }
 
-// hubBudget is the hubEvent kind of budget notices.
-const hubBudget = protocol.HubBudget
+// activityBudget is the activity event kind of budget notices.
+const activityBudget = protocol.HubBudget
 
 // budgetContinue is the turn a worker paused at its budget gets once the
 // budget was raised.
@@ -153,12 +153,12 @@ func (e *Engine) checkWorkerLocked(w *worker) {
 			return
 		}
 		wb.hit, wb.warned = limit, limit
-		e.hubLocked(w.id, hubBudget, fmt.Sprintf("%s reached its token budget (%s of %s tokens); it is paused", w.id, commas(used), commas(limit)))
+		e.activityLocked(w.id, activityBudget, fmt.Sprintf("%s reached its token budget (%s of %s tokens); it is paused", w.id, commas(used), commas(limit)))
 		e.pauseLocked(w)
 	case used*5 >= limit*4 && wb.warned != limit:
 		wb.warned = limit
 		text := fmt.Sprintf("%s used %d%% of its token budget (%s of %s tokens)", w.id, used*100/limit, commas(used), commas(limit))
-		e.hubLocked(w.id, hubBudget, text)
+		e.activityLocked(w.id, activityBudget, text)
 		e.replyLocked(text)
 	}
 }
@@ -178,7 +178,7 @@ func (e *Engine) checkSessionLocked() {
 			return
 		}
 		b.sessionHit, b.sessionWarned = limit, limit
-		e.hubLocked(coordinatorAgent, hubBudget, fmt.Sprintf("The session reached its token budget (%s of %s tokens); its agent workers are paused", commas(used), commas(limit)))
+		e.activityLocked(coordinatorAgent, activityBudget, fmt.Sprintf("The session reached its token budget (%s of %s tokens); its agent workers are paused", commas(used), commas(limit)))
 		for _, w := range e.workers {
 			if w.host != nil && e.spendsLocked(w.provider) {
 				e.pauseLocked(w)
@@ -188,7 +188,7 @@ func (e *Engine) checkSessionLocked() {
 	case used*5 >= limit*4 && b.sessionWarned != limit:
 		b.sessionWarned = limit
 		text := fmt.Sprintf("The session used %d%% of its token budget (%s of %s tokens)", used*100/limit, commas(used), commas(limit))
-		e.hubLocked(coordinatorAgent, hubBudget, text)
+		e.activityLocked(coordinatorAgent, activityBudget, text)
 		e.replyLocked(text)
 	}
 }
@@ -317,7 +317,7 @@ func (e *Engine) workerDecision(ctx context.Context, h *host) error {
 	// An operator may have set the budget meanwhile (/budget): theirs stands.
 	if e.workerLimitLocked(w) == limit {
 		wb.limit, wb.own = raised, true
-		e.hubLocked(w.id, hubBudget, fmt.Sprintf("%s's token budget was raised to %s tokens", w.id, commas(raised)))
+		e.activityLocked(w.id, activityBudget, fmt.Sprintf("%s's token budget was raised to %s tokens", w.id, commas(raised)))
 	}
 	return nil
 }
@@ -388,7 +388,7 @@ func (e *Engine) sessionDecisionLocked() *budgetDecision {
 		defer e.mu.Unlock()
 		if ok && b.session == limit {
 			b.session = raised
-			e.hubLocked(coordinatorAgent, hubBudget, fmt.Sprintf("The session's token budget was raised to %s tokens", commas(raised)))
+			e.activityLocked(coordinatorAgent, activityBudget, fmt.Sprintf("The session's token budget was raised to %s tokens", commas(raised)))
 		}
 		d.approved = ok
 		b.decision = nil

@@ -137,7 +137,7 @@ func TestWorkerBudget(t *testing.T) {
 		e, rec := newEngine(t, func(c *Config) { c.Provider = p; c.Budgets = Budgets{WorkerTokens: 500} })
 		e.Prompt("test", "/spawn use 400 150 wait")
 		warn := "w1 used 80% of its token budget (400 of 500 tokens)"
-		rec.waitFor("the 80% notice", hub(hubBudget, warn))
+		rec.waitFor("the 80% notice", activity(activityBudget, warn))
 		rec.waitFor("the 80% reply", isReply(warn))
 		cr := rec.waitFor("the budget confirm", isConfirm).(*protocol.ConfirmRequest)
 		if want := "w1 reached its token budget (550 of 500 tokens). Continue with the budget raised to 1,000?"; cr.Summary != want {
@@ -151,7 +151,7 @@ func TestWorkerBudget(t *testing.T) {
 			t.Fatal(err)
 		}
 		if !approve {
-			f := rec.waitFor("t1 fails", hub("failed", "t1")).(*protocol.HubEvent)
+			f := rec.waitFor("t1 fails", activity("failed", "t1")).(*protocol.HubEvent)
 			if !strings.Contains(f.Text, "token budget exhausted (550 of 500 tokens)") {
 				t.Fatalf("failure %q", f.Text)
 			}
@@ -160,14 +160,14 @@ func TestWorkerBudget(t *testing.T) {
 			}
 			continue
 		}
-		rec.waitFor("t1 done", hub("task.updated", "t1 done"))
-		rec.waitFor("the raise", hub(hubBudget, "w1's token budget was raised to 1,000 tokens"))
+		rec.waitFor("t1 done", activity("task.updated", "t1 done"))
+		rec.waitFor("the raise", activity(activityBudget, "w1's token budget was raised to 1,000 tokens"))
 		if got := p.texts(); len(got) != 2 || got[1] != budgetContinue {
 			t.Fatalf("turns %q; want the task, then the continuation in the same session", got)
 		}
 		var warnings int
 		for _, m := range rec.all() {
-			if h, ok := m.(*protocol.HubEvent); ok && h.Kind == hubBudget && strings.Contains(h.Text, "% of its token budget") {
+			if h, ok := m.(*protocol.HubEvent); ok && h.Kind == activityBudget && strings.Contains(h.Text, "% of its token budget") {
 				warnings++
 			}
 		}
@@ -188,7 +188,7 @@ func TestSessionBudget(t *testing.T) {
 	e.Prompt("test", "/spawn use 500")
 	cr := rec.waitFor("the session confirm", confirmWith("The session reached its token budget (1,100 of 1,000 tokens). Continue with the budget raised to 2,000?")).(*protocol.ConfirmRequest)
 	waitUntil(t, "w1 and w2 wait", func() bool { return e.workerStatus("w1") == workerIdle && e.workerStatus("w2") == workerIdle })
-	rec.waitFor("t3 done", hub("task.updated", "t3 done"))
+	rec.waitFor("t3 done", activity("task.updated", "t3 done"))
 	e.Prompt("test", "/spawn use 1")
 	e.Prompt("test", "/tasks")
 	rec.waitFor("t4 waits", func(m protocol.Message) bool {
@@ -206,7 +206,7 @@ func TestSessionBudget(t *testing.T) {
 	}
 	e.AnswerConfirm(cr.ID, true, "answered")
 	for _, id := range []string{"t1", "t2", "t4"} {
-		rec.waitFor(id+" done", hub("task.updated", id+" done"))
+		rec.waitFor(id+" done", activity("task.updated", id+" done"))
 	}
 	if n := slices.Index(p.texts(), budgetContinue); n < 0 || strings.Count(strings.Join(p.texts(), "\n"), budgetContinue) != 2 {
 		t.Fatalf("turns %q; want both workers continued", p.texts())
@@ -276,14 +276,14 @@ func TestNativeBudgetHold(t *testing.T) {
 		if !release {
 			g.set(func(g *fakeGovernor) { g.intent = intentStop })
 			e.GovernorChanged()
-			rec.waitFor("t1 fails", hub("failed", "t1"))
+			rec.waitFor("t1 fails", activity("failed", "t1"))
 			continue
 		}
 		g.mu.Lock()
 		delete(g.held, "t1.b1")
 		g.mu.Unlock()
 		e.GovernorChanged()
-		rec.waitFor("t1 done", hub("task.updated", "t1 done"))
+		rec.waitFor("t1 done", activity("task.updated", "t1 done"))
 		if got := p.texts(); len(got) != 2 || got[1] != budgetContinue {
 			t.Fatalf("turns %q", got)
 		}
@@ -304,9 +304,9 @@ func TestNativeBudgetHold(t *testing.T) {
 func TestBudgetsNeverHoldTheLocalShell(t *testing.T) {
 	e, rec := newEngine(t, func(c *Config) { c.Budgets = Budgets{WorkerTokens: 1, SessionTokens: 1} })
 	e.Prompt("test", "$ echo hi")
-	rec.waitFor("t1 done", hub("task.updated", "t1 done"))
+	rec.waitFor("t1 done", activity("task.updated", "t1 done"))
 	for _, m := range rec.all() {
-		if h, ok := m.(*protocol.HubEvent); (ok && h.Kind == hubBudget) || isConfirm(m) {
+		if h, ok := m.(*protocol.HubEvent); (ok && h.Kind == activityBudget) || isConfirm(m) {
 			t.Fatalf("a budget event for the local shell: %+v", m)
 		}
 	}
@@ -357,7 +357,7 @@ func TestBudgetCommand(t *testing.T) {
 	if !res.Approved || res.Reason != protocol.ReasonSuperseded {
 		t.Fatalf("resolved %+v", res)
 	}
-	rec.waitFor("t1 done", hub("task.updated", "t1 done"))
+	rec.waitFor("t1 done", activity("task.updated", "t1 done"))
 	e.mu.Lock()
 	limit := e.workerLimitLocked(e.workerByID["w1"])
 	e.mu.Unlock()
@@ -415,7 +415,7 @@ func TestNativeSessionBudgetHold(t *testing.T) {
 	delete(g.held, id)
 	g.mu.Unlock()
 	e.GovernorChanged()
-	rec.waitFor("t1 done", hub("task.updated", "t1 done"))
+	rec.waitFor("t1 done", activity("task.updated", "t1 done"))
 	if got := p.texts(); len(got) != 2 || got[1] != budgetContinue {
 		t.Fatalf("turns %q", got)
 	}

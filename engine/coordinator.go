@@ -57,7 +57,7 @@ func (e *Engine) coordinatorPromptLocked(text string) {
 			return
 		}
 		c.queue = append(c.queue, text)
-		e.hubLocked("operator", "queued", fmt.Sprintf("prompt %d waits for the coordinator's turn", len(c.queue)))
+		e.activityLocked("operator", "queued", fmt.Sprintf("prompt %d waits for the coordinator's turn", len(c.queue)))
 		return
 	}
 	e.startCoordinatorTurnLocked(text)
@@ -307,7 +307,7 @@ func (e *Engine) tellLocked(from, id, text string) error {
 	if w.cleaning || (e.cfg.Workspaces != nil && w.branch != "" && w.worktreePath == "") {
 		return fmt.Errorf("%s's worktree was removed; /spawn a new worker instead", id)
 	}
-	e.hubLocked(from, protocol.HubMessage, id+": "+oneLine(text, 500))
+	e.activityLocked(from, protocol.HubMessage, id+": "+oneLine(text, 500))
 	if from == "operator" {
 		e.steerLocked("tell", text, id)
 	}
@@ -334,7 +334,7 @@ func (e *Engine) resumeWorkerLocked(w *worker, t *task) {
 	t.worker = w.id
 	t.startedAt = time.Now()
 	beginRunLocked(w, t)
-	e.hubLocked(w.id, "resumed", t.id+": "+oneLine(t.command, 200))
+	e.activityLocked(w.id, "resumed", t.id+": "+oneLine(t.command, 200))
 	e.saveWorkerLocked(w)
 	e.setTaskLocked(t, taskRunning, "")
 	h := newHost(e, w, t, ctx)

@@ -313,8 +313,10 @@ func (e *Engine) replyErrorLocked(text string) {
 	e.pub.Broadcast(&protocol.Reply{Text: text, Ts: nowMs(), IsError: protocol.Bool(true)})
 }
 
-func (e *Engine) hubLocked(from, kind, text string) {
-	e.pub.Broadcast(&protocol.HubEvent{From: from, Kind: kind, Ts: nowMs(), Text: protocol.CutText(text, maxHubText)})
+// activityLocked posts an event to the inter-agent activity feed (a
+// hubEvent frame on the wire).
+func (e *Engine) activityLocked(from, kind, text string) {
+	e.pub.Broadcast(&protocol.HubEvent{From: from, Kind: kind, Ts: nowMs(), Text: protocol.CutText(text, maxActivityText)})
 }
 
 func nowMs() int64 { return time.Now().UnixMilli() }

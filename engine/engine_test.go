@@ -77,7 +77,9 @@ func (r *recorder) all() []protocol.Message {
 	return append([]protocol.Message(nil), r.msgs...)
 }
 
-func hub(kind, textPart string) func(protocol.Message) bool {
+// activity matches an activity event (hubEvent) of kind whose text
+// contains textPart.
+func activity(kind, textPart string) func(protocol.Message) bool {
 	return func(m protocol.Message) bool {
 		h, ok := m.(*protocol.HubEvent)
 		return ok && h.Kind == kind && strings.Contains(h.Text, textPart)
@@ -121,7 +123,7 @@ func newEngine(t *testing.T, mod func(*Config)) (*Engine, *recorder) {
 func TestShellTaskLifecycle(t *testing.T) {
 	e, rec := newEngine(t, nil)
 	e.Prompt("test", "$ echo hello; echo oops >&2")
-	rec.waitFor("t1 done", hub("task.updated", "t1 done"))
+	rec.waitFor("t1 done", activity("task.updated", "t1 done"))
 	msgs := rec.all()
 
 	var order []string
@@ -139,7 +141,7 @@ func TestShellTaskLifecycle(t *testing.T) {
 		}
 	}
 	if got := strings.Join(order, ","); got != "task.created,spawned,task.updated,completed,task.updated" {
-		t.Fatalf("hub events %s", got)
+		t.Fatalf("activity events %s", got)
 	}
 	if start == nil || start.Tool != "shell" || start.Agent != "w1" || start.Input["command"] != "echo hello; echo oops >&2" {
 		t.Fatalf("toolCall start %+v", start)
@@ -181,7 +183,7 @@ func TestShellTaskLifecycle(t *testing.T) {
 func TestMissingCommandFails(t *testing.T) {
 	e, rec := newEngine(t, nil)
 	e.Prompt("test", "$ definitely-not-a-command-xyz")
-	rec.waitFor("failed", hub("failed", "command not found"))
+	rec.waitFor("failed", activity("failed", "command not found"))
 	complete := rec.waitFor("complete", func(m protocol.Message) bool {
 		tc, ok := m.(*protocol.ToolCall)
 		return ok && tc.Phase == protocol.PhaseComplete
@@ -204,7 +206,7 @@ func TestConcurrencyCapQueuesTasks(t *testing.T) {
 	if fs.Tasks.Running != 1 {
 		t.Fatalf("%+v", fs.Tasks)
 	}
-	rec.waitFor("t3 done", hub("completed", "t3"))
+	rec.waitFor("t3 done", activity("completed", "t3"))
 	for _, m := range rec.all() {
 		if h, ok := m.(*protocol.HubEvent); ok && h.Kind == "failed" {
 			t.Fatalf("tasks overlapped: %s", h.Text)
@@ -219,7 +221,7 @@ func TestAskAnswerReachesStdin(t *testing.T) {
 	if ask.Question != "Which env?" || ask.Kind != "choice" || len(ask.Choices) != 2 || ask.Choices[1].Value != "prod" || ask.Ts == 0 {
 		t.Fatalf("%+v", ask)
 	}
-	rec.waitFor("task blocked", hub("task.updated", "t1 blocked"))
+	rec.waitFor("task blocked", activity("task.updated", "t1 blocked"))
 	if err := e.AnswerAsk(ask.ID, "dev", "answered"); err == nil || !strings.Contains(err.Error(), "one of: staging, prod") {
 		t.Fatalf("choice outside choices: %v", err)
 	}
@@ -240,7 +242,7 @@ func TestAskAnswerReachesStdin(t *testing.T) {
 	if err := e.AnswerAsk("ask-nope", "x", "answered"); err == nil || !strings.Contains(err.Error(), "no pending request") {
 		t.Fatalf("unknown id: %v", err)
 	}
-	rec.waitFor("completed", hub("completed", "t1"))
+	rec.waitFor("completed", activity("completed", "t1"))
 }
 
 func TestConfirmFromTerminalIsSuperseded(t *testing.T) {
@@ -277,7 +279,7 @@ func TestCancelKillsProcessGroup(t *testing.T) {
 	e.Prompt("test", `$ (sleep 1; touch survived) & echo started; sleep 30`)
 	rec.waitFor("started", transcript("started"))
 	e.Prompt("test", "/cancel t1")
-	rec.waitFor("failed", hub("failed", "cancelled by the operator"))
+	rec.waitFor("failed", activity("failed", "cancelled by the operator"))
 	time.Sleep(1500 * time.Millisecond) // give a survivor the chance to show itself
 	if _, err := os.Stat(filepath.Join(dir, "survived")); err == nil {
 		t.Fatal("a background child outlived the cancelled task")
@@ -298,7 +300,7 @@ func TestShutdownCancelsPendingRequests(t *testing.T) {
 	if res.Reason != protocol.ReasonCancelled {
 		t.Fatalf("%+v", res)
 	}
-	rec.waitFor("failed", hub("failed", "shutting down"))
+	rec.waitFor("failed", activity("failed", "shutting down"))
 	// New prompts are ignored after shutdown.
 	e.Prompt("test", "$ echo late")
 	for _, m := range rec.all() {

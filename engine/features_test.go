@@ -114,7 +114,7 @@ func TestConfirmPolicy(t *testing.T) {
 		return ok && strings.Contains(c.Summary, "guarded-denied")
 	}).(*protocol.ConfirmRequest)
 	e.AnswerConfirm(c2.ID, false, "answered")
-	rec.waitFor("denied", hub("failed", "denied by the operator"))
+	rec.waitFor("denied", activity("failed", "denied by the operator"))
 }
 
 // fakeWorkspaces gives each worker a directory and reports every file the
@@ -160,8 +160,8 @@ func TestCleanRemovesFinishedWorkspaces(t *testing.T) {
 	ws := &fakeWorkspaces{root: t.TempDir()}
 	e, rec := newEngine(t, func(c *Config) { c.Workspaces = ws })
 	e.Prompt("test", "$ touch dirty\n$ true")
-	rec.waitFor("t2 done", hub("completed", "t2"))
-	rec.waitFor("t1 done", hub("completed", "t1"))
+	rec.waitFor("t2 done", activity("completed", "t2"))
+	rec.waitFor("t1 done", activity("completed", "t1"))
 	e.Prompt("test", "/clean w9")
 	rec.waitFor("unknown", reply(`No worker "w9"`))
 	e.Prompt("test", "/clean")
@@ -238,7 +238,7 @@ func TestRestoreInterruptsRunningAndRequeuesPending(t *testing.T) {
 		return ok && tr.Text == "requeued" && tr.Agent == "w4"
 	})
 	e.Prompt("test", "$ echo fresh")
-	rec.waitFor("t5 created", hub("task.created", "t5: echo fresh"))
+	rec.waitFor("t5 created", activity("task.created", "t5: echo fresh"))
 	fs := rec.waitFor("snapshot", func(m protocol.Message) bool {
 		fs, ok := m.(*protocol.FleetState)
 		return ok && fs.Tasks.Done == 3
@@ -409,7 +409,7 @@ func TestTellWhileTheWorkerIsEnding(t *testing.T) {
 			rec.waitFor("cancelling", reply("Cancelling t1 (worker w1)"))
 		}
 		close(ws.release)
-		rec.waitFor("t1 settles", hub("task.updated", "t1"))
+		rec.waitFor("t1 settles", activity("task.updated", "t1"))
 		if cancel {
 			rec.waitFor("the dropped follow-up is shown", transcript("Dropped 1 follow-up(s) told while w1 was ending; /tell it again."))
 			waitUntil(t, "w1 settled", func() bool { return e.workerStatus("w1") != workerRunning })
@@ -418,8 +418,8 @@ func TestTellWhileTheWorkerIsEnding(t *testing.T) {
 			}
 			continue
 		}
-		rec.waitFor("w1 resumed with the follow-up", hub("resumed", "t2: use 7"))
-		rec.waitFor("t2 done", hub("task.updated", "t2 done"))
+		rec.waitFor("w1 resumed with the follow-up", activity("resumed", "t2: use 7"))
+		rec.waitFor("t2 done", activity("task.updated", "t2 done"))
 		if got := p.texts(); !slices.Equal(got, []string{"use 5", "use 7"}) {
 			t.Fatalf("turns %q; want the task, then the follow-up", got)
 		}

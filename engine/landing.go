@@ -405,7 +405,7 @@ func (e *Engine) cmdMerge(args string) (string, error) {
 			e.replyErrorLocked(err.Error())
 			return
 		}
-		e.hubLocked(id, protocol.HubMerged, text)
+		e.activityLocked(id, protocol.HubMerged, text)
 		e.replyLocked(text)
 	}()
 	return "", nil

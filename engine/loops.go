@@ -96,7 +96,7 @@ func (e *Engine) loopSettledLocked(t *task, ok bool) {
 		e.replyLocked(fmt.Sprintf("Loop %s failed: %d attempts, none exited 0: %s", l.id, l.iteration, protocol.CutText(l.goal, maxSubject)))
 	default:
 		next := e.nextIterationLocked(l)
-		e.hubLocked("coordinator", "message", fmt.Sprintf("loop %s: attempt %d failed, starting attempt %d as %s", l.id, l.iteration-1, l.iteration, next.id))
+		e.activityLocked("coordinator", "message", fmt.Sprintf("loop %s: attempt %d failed, starting attempt %d as %s", l.id, l.iteration-1, l.iteration, next.id))
 	}
 	e.changedLocked()
 }

@@ -305,7 +305,7 @@ func (e *Engine) settleNative(s Settlement) {
 			return
 		}
 		e.mu.Lock()
-		e.hubLocked(s.WorkerID, "message", fmt.Sprintf("%s settled (settlement %s)", s.TaskID, proof))
+		e.activityLocked(s.WorkerID, "message", fmt.Sprintf("%s settled (settlement %s)", s.TaskID, proof))
 		e.mu.Unlock()
 		e.GovernorChanged()
 	}()

@@ -114,7 +114,7 @@ func TestNativeRootGovernsDispatch(t *testing.T) {
 	// A refusal fails the task.
 	g.set(func(g *fakeGovernor) { g.admit["t3"] = Admission{Refuse: "denied by the operator"} })
 	e.Prompt("test", "$ echo never")
-	rec.waitFor("refused", hub("task.updated", "t3 failed: denied by the operator"))
+	rec.waitFor("refused", activity("task.updated", "t3 failed: denied by the operator"))
 
 	// Settlements are recorded, failures included.
 	e.Prompt("test", "$ exit 4")
@@ -135,7 +135,7 @@ func TestNativeRootGovernsDispatch(t *testing.T) {
 	if !last.Failed || last.ExitCode != 4 || last.WorkerID != "w3" {
 		t.Fatalf("settlement %+v", last)
 	}
-	rec.waitFor("settlement announced", hub("message", "settlement-t4"))
+	rec.waitFor("settlement announced", activity("message", "settlement-t4"))
 }
 
 func TestNativeStopIntentStopsRunningWork(t *testing.T) {
@@ -145,7 +145,7 @@ func TestNativeStopIntentStopsRunningWork(t *testing.T) {
 	rec.waitFor("running", transcript("up"))
 	g.set(func(g *fakeGovernor) { g.intent = intentStop; g.admit["t2"] = Admission{Wait: "root intent stop"} })
 	e.GovernorChanged()
-	rec.waitFor("stopped", hub("failed", "stop intent of the native root"))
+	rec.waitFor("stopped", activity("failed", "stop intent of the native root"))
 	waitUntil(t, "phase stopped", func() bool {
 		g.mu.Lock()
 		defer g.mu.Unlock()

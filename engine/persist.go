@@ -104,7 +104,7 @@ func (e *Engine) restoreLocked(r *Restore) {
 		}
 		if t.status == taskRunning || t.status == taskBlocked {
 			t.status, t.reason = taskFailed, reasonInterrupted
-			e.hubLocked("coordinator", "task.updated", t.id+" failed: "+reasonInterrupted)
+			e.activityLocked("coordinator", "task.updated", t.id+" failed: "+reasonInterrupted)
 			e.saveTaskLocked(t)
 			if e.cfg.Governor != nil {
 				e.markUncertain(t.id)

@@ -71,7 +71,7 @@ func TestErrorRepliesAreMarked(t *testing.T) {
 			t.Errorf("%s: reply %q carries isError=%v", tt.prompt, r.Text, *r.IsError)
 		}
 	}
-	rec.waitFor("t1 done", hub("completed", "t1"))
+	rec.waitFor("t1 done", activity("completed", "t1"))
 	// A task that has already ended is not a failure of /cancel.
 	if r := replyTo(t, e, rec, "/cancel t1"); r.IsError != nil || !strings.Contains(r.Text, "already ended") {
 		t.Errorf("/cancel of an ended task: %q isError=%v", r.Text, r.IsError)

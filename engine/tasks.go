@@ -106,7 +106,7 @@ func (e *Engine) addTaskLocked(command string) *task {
 	t := &task{id: fmt.Sprintf("t%d", e.nextTask), command: command, status: taskPending, createdAt: time.Now(), planned: e.planMode}
 	e.tasks = append(e.tasks, t)
 	e.taskByID[t.id] = t
-	e.hubLocked("coordinator", "task.created", t.id+": "+t.command)
+	e.activityLocked("coordinator", "task.created", t.id+": "+t.command)
 	e.saveTaskLocked(t)
 	e.changedLocked()
 	return t
@@ -145,7 +145,7 @@ func (e *Engine) setTaskLocked(t *task, status, note string) {
 	if note != "" {
 		text += ": " + note
 	}
-	e.hubLocked("coordinator", "task.updated", text)
+	e.activityLocked("coordinator", "task.updated", text)
 	e.saveTaskLocked(t)
 	e.changedLocked()
 }
@@ -164,7 +164,7 @@ func (e *Engine) startLocked(t *task) {
 	t.worker = id
 	t.startedAt = time.Now()
 	beginRunLocked(w, t)
-	e.hubLocked(id, "spawned", t.id+": "+t.command)
+	e.activityLocked(id, "spawned", t.id+": "+t.command)
 	e.saveWorkerLocked(w)
 	e.setTaskLocked(t, taskRunning, "")
 
@@ -190,13 +190,13 @@ func (e *Engine) settle(w *worker, t *task, res provider.TurnEnded) {
 	e.recordRunLocked(w, t, res)
 	if res.Err == nil {
 		w.status = workerCompleted
-		e.hubLocked(w.id, "completed", fmt.Sprintf("%s done in %s", t.id, dur))
+		e.activityLocked(w.id, "completed", fmt.Sprintf("%s done in %s", t.id, dur))
 		e.saveWorkerLocked(w)
 		e.setTaskLocked(t, taskDone, "")
 	} else {
 		w.status = workerFailed
 		t.reason = res.Err.Error()
-		e.hubLocked(w.id, "failed", fmt.Sprintf("%s failed after %s: %s", t.id, dur, t.reason))
+		e.activityLocked(w.id, "failed", fmt.Sprintf("%s failed after %s: %s", t.id, dur, t.reason))
 		e.saveWorkerLocked(w)
 		e.setTaskLocked(t, taskFailed, t.reason)
 	}

@@ -12,8 +12,8 @@ const (
 	// maxSubject bounds a task's command where it names the task: a
 	// fleetState item, a loop's goal, the replies that list tasks.
 	maxSubject = 1 << 10
-	// maxHubText bounds a hubEvent's text.
-	maxHubText = 4 << 10
+	// maxActivityText bounds an activity event's text (hubEvent).
+	maxActivityText = 4 << 10
 	// maxToolDetail bounds a toolCall's detail.
 	maxToolDetail = 4 << 10
 	// maxToolInput bounds each string in a toolCall's input.

@@ -55,15 +55,15 @@ func TestPromptAtTheLimitDerivesFramesThatFit(t *testing.T) {
 	if err := e.AnswerConfirm(req.ID, true, "answered"); err != nil {
 		t.Fatal(err)
 	}
-	rec.waitFor("t1 done", hub("task.updated", "t1 done"))
+	rec.waitFor("t1 done", activity("task.updated", "t1 done"))
 	rec.waitFor("its last line", transcript("confirm-me"))
 
 	sawSubject := false
 	for _, m := range rec.all() {
 		switch m := m.(type) {
 		case *protocol.HubEvent:
-			if protocol.EncodedLen(m.Text) > maxHubText || m.Kind == "task.created" && !marked(m.Text) {
-				t.Errorf("hub %s text of %d bytes", m.Kind, protocol.EncodedLen(m.Text))
+			if protocol.EncodedLen(m.Text) > maxActivityText || m.Kind == "task.created" && !marked(m.Text) {
+				t.Errorf("activity %s text of %d bytes", m.Kind, protocol.EncodedLen(m.Text))
 			}
 		case *protocol.FleetState:
 			for _, it := range m.Tasks.Items {

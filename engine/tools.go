@@ -106,7 +106,7 @@ func (e *Engine) CancelWorker(caller, id string) error {
 	if w.status != workerRunning && w.status != workerIdle {
 		return fmt.Errorf("%s has already settled (%s)", id, w.status)
 	}
-	e.hubLocked(caller, "cancel", id)
+	e.activityLocked(caller, "cancel", id)
 	e.cancelLocked(id)
 	return nil
 }

@@ -7,11 +7,13 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/agents-fleet/fleet/client"
 	"github.com/agents-fleet/fleet/hub/telegram"
 	"github.com/agents-fleet/fleet/protocol"
 	"github.com/agents-fleet/fleet/registry"
@@ -977,17 +979,60 @@ func TestNativeRootFlow(t *testing.T) {
 	}
 }
 
-func TestNativeRootCancel(t *testing.T) {
+// A pause whose connection drops is sent again, with the same operation
+// id and revision, each time the fleet is attached again; after
+// client.NativeMaxTries attempts the operator is told it is uncertain.
+func TestNativeMutationResentAfterReattach(t *testing.T) {
 	e := newTestHub(t, Config{Verbosity: Normal})
 	f := nativeFleet(e)
+	confirm := rootConfirmation(t, e, f, "Pause")
+	e.press(confirm.chat, confirm.msg, buttonNamed(t, confirm.buttons, "Confirm"), opUser)
+	first := byAction(nativeFrames(t, fromLink(f)), protocol.NativePause)
+	if len(first) != 1 {
+		t.Fatalf("the confirmation sent %+v", first)
+	}
+	reattach := func() []nativeFrame {
+		t.Helper()
+		e.h.onLink(f, linkEvent{id: f.d.ID, err: errors.New("connection lost: EOF")})
+		e.h.onLink(f, linkEvent{id: f.d.ID, up: true, welcome: &protocol.Welcome{SessionID: "s1"}})
+		e.frame(f, &protocol.ReplayEnd{}, false)
+		return byAction(nativeFrames(t, fromLink(f)), protocol.NativePause)
+	}
+	tids := map[string]bool{first[0].tid: true}
+	for try := 2; try <= client.NativeMaxTries; try++ {
+		again := reattach()
+		if len(again) != 1 || !reflect.DeepEqual(again[0].req, first[0].req) || tids[again[0].tid] {
+			t.Fatalf("attempt %d: %+v, want %+v under a new transport id", try, again, first[0].req)
+		}
+		tids[again[0].tid] = true
+	}
+	e.flush()
+	e.newSends()
+	if again := reattach(); len(again) != 0 {
+		t.Fatalf("sent %d times: %+v", client.NativeMaxTries+1, again)
+	}
+	e.flush()
+	e.find(e.newSends(), fmt.Sprintf("is uncertain: the connection to the fleet was lost. It was sent %d times with the same operation id", client.NativeMaxTries))
+}
+
+// rootConfirmation shows the root at revision 7 with /root, taps its
+// button and returns the confirmation question.
+func rootConfirmation(t *testing.T, e *testHub, f *fleet, button string) sendCall {
+	t.Helper()
 	e.message(&telegram.Message{ID: 10, Text: "/root"})
 	st := byAction(nativeFrames(t, fromLink(f)), protocol.NativeStatus)
 	e.frame(f, statusResult(st[0].tid, 7), false)
 	e.flush()
 	root := e.find(e.newSends(), "root-1")
-	e.press(root.chat, root.msg, buttonNamed(t, root.buttons, "Stop"), opUser)
+	e.press(root.chat, root.msg, buttonNamed(t, root.buttons, button), opUser)
 	e.flush()
-	confirm := e.find(e.newSends(), "Tap to confirm")
+	return e.find(e.newSends(), "Tap to confirm")
+}
+
+func TestNativeRootCancel(t *testing.T) {
+	e := newTestHub(t, Config{Verbosity: Normal})
+	f := nativeFleet(e)
+	confirm := rootConfirmation(t, e, f, "Stop")
 	if got := e.press(confirm.chat, confirm.msg, buttonNamed(t, confirm.buttons, "Cancel"), opUser); got != "Cancelled" {
 		t.Errorf("cancel was told %q", got)
 	}

@@ -1,14 +1,13 @@
 package hub
 
 import (
-	"crypto/rand"
-	"encoding/hex"
-	"encoding/json"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
 	"time"
 
+	"github.com/agents-fleet/fleet/client"
 	"github.com/agents-fleet/fleet/hub/telegram"
 	"github.com/agents-fleet/fleet/protocol"
 )
@@ -16,14 +15,17 @@ import (
 // Native roots from the chat: /root shows the bound root with Pause /
 // Resume / Stop (each confirmed by a second tap), and tasks waiting for a
 // native approval are posted with Approve / Deny, which ask for the
-// rationale by reply. Every mutation carries a fresh operation id and the
-// revision the operator saw; a result that does not come back is retried
-// with the same id (the fleet answers a repeat with the stored receipt).
+// rationale by reply. Requests go through client.NativeCalls: a mutation
+// carries a fresh operation id and the revision the operator saw, and one
+// whose result does not come back is sent again with the same id (the
+// fleet answers a repeat with the stored receipt).
 
 const (
-	nativeTimeout   = 15 * time.Second
-	nativeMaxTries  = 3
+	// nativeTimeout is how long an attempt may go without its result.
+	nativeTimeout   = client.DefaultNativeAttemptTimeout
 	nativeItemsKept = 256
+	// nativeOrigin starts the hub's operation and transport ids.
+	nativeOrigin = "hub-"
 )
 
 // nativeState is what the hub knows of a fleet's native side.
@@ -36,22 +38,22 @@ type nativeState struct {
 	status   *protocol.NativeRootStatus
 	lastPoll time.Time
 	polling  bool
-	ops      map[string]*nativeOp // by transport id
-	resend   []*nativeOp          // mutations whose result was lost with the connection
+	calls    *client.NativeCalls[nativeOp] // attempts awaiting their results
+	resend   []*nativeCall                 // mutations whose result was lost with the connection
 	items    map[string]*nativeItem
 	order    []string
 }
 
-// nativeOp is one request in flight.
+// nativeCall is one native request of the hub.
+type nativeCall = client.NativeCall[nativeOp]
+
+// nativeOp says what becomes of a request's result.
 type nativeOp struct {
-	req      protocol.NativeRequest
-	mutation bool
-	sent     time.Time
-	tries    int
-	done     func(res protocol.NativeResult)
-	// uncertain is called when a mutation's outcome stays unknown after
-	// nativeMaxTries (or a read fails); nil for polls.
-	uncertain func(why string)
+	done func(res protocol.NativeResult)
+	// uncertain is told when a mutation's outcome stays unknown after its
+	// last attempt (or a read gets no answer), with the attempts sent; nil
+	// for polls.
+	uncertain func(why string, tries int)
 }
 
 // nativeItem is a task waiting for an approve/deny decision.
@@ -69,48 +71,58 @@ type nativeItem struct {
 
 func (h *hub) native(f *fleet) *nativeState {
 	n := &f.native
-	if n.ops == nil {
-		n.ops = map[string]*nativeOp{}
+	if n.calls == nil {
+		n.calls = client.NewNativeCalls[nativeOp](nativeOrigin)
 		n.items = map[string]*nativeItem{}
 	}
 	return n
 }
 
-func newOpID() string {
-	var b [8]byte
-	rand.Read(b[:])
-	return "hub-op-" + hex.EncodeToString(b[:])
+// start makes a call of req and sends it on f's link.
+func (n *nativeState) start(f *fleet, req protocol.NativeRequest, op nativeOp) (*nativeCall, error) {
+	c, err := client.NewNativeCall(req, op)
+	if err != nil {
+		return nil, err
+	}
+	if err := n.send(f, c); err != nil {
+		return nil, err
+	}
+	return c, nil
 }
 
-// send puts req on f's link under a fresh transport id.
-func (n *nativeState) send(f *fleet, op *nativeOp) bool {
-	body, err := json.Marshal(op.req)
-	if err != nil || f.link == nil || !f.connected {
-		return false
+// errNotTakingInput: f is not connected, or its link's queue is full.
+var errNotTakingInput = errors.New("the fleet is not taking input right now")
+
+// send puts an attempt of c on f's link: its first, or a retry with the
+// same body.
+func (n *nativeState) send(f *fleet, c *nativeCall) error {
+	if f.link == nil || !f.connected {
+		return errNotTakingInput
 	}
-	tid := "hub-" + newToken()
-	if !f.link.send(&protocol.NativeRoot{ID: tid, Request: body}) {
-		return false
+	frame, err := n.calls.Attempt(c, time.Now())
+	if err != nil {
+		return err
 	}
-	op.sent = time.Now()
-	op.tries++
-	n.ops[tid] = op
-	return true
+	if !f.link.send(frame) {
+		n.calls.Unsent(c)
+		return errNotTakingInput
+	}
+	return nil
 }
 
 // probe runs after every (re-)attach: learn whether the fleet is native,
 // and send again the mutations whose results were lost.
 func (n *nativeState) probe(h *hub, f *fleet) {
-	for _, op := range n.resend {
-		if !n.send(f, op) && op.uncertain != nil {
-			op.uncertain("the fleet is not taking input")
+	for _, c := range n.resend {
+		if n.send(f, c) != nil && c.Data.uncertain != nil {
+			c.Data.uncertain("the fleet is not taking input", c.Tries)
 		}
 	}
 	n.resend = nil
 	if n.legacy || n.probing {
 		return
 	}
-	n.probing = n.send(f, &nativeOp{req: protocol.NativeRequest{Action: protocol.NativeList}, done: func(res protocol.NativeResult) {
+	_, err := n.start(f, protocol.NativeRequest{Action: protocol.NativeList}, nativeOp{done: func(res protocol.NativeResult) {
 		n.probing = false
 		switch {
 		case res.Kind == protocol.NativeKindError && res.Code == "native_mode_required":
@@ -123,6 +135,7 @@ func (n *nativeState) probe(h *hub, f *fleet) {
 			n.poll(h, f)
 		}
 	}})
+	n.probing = err == nil
 }
 
 // boundRoot is the session's current root: the newest one no other root
@@ -145,12 +158,8 @@ func boundRoot(roots []protocol.NativeRootInfo) *protocol.NativeRootInfo {
 // nativeTick polls native fleets and books timeouts.
 func (h *hub) nativeTick(f *fleet, now time.Time) {
 	n := h.native(f)
-	for tid, op := range n.ops {
-		if now.Sub(op.sent) < nativeTimeout {
-			continue
-		}
-		delete(n.ops, tid)
-		h.lost(f, op, "no answer within "+nativeTimeout.String())
+	for _, c := range n.calls.Expired(now, nativeTimeout) {
+		h.lost(f, c, "no answer within "+nativeTimeout.String())
 	}
 	if n.known && f.connected && !n.polling && now.Sub(n.lastPoll) >= h.cfg.NativePoll {
 		n.poll(h, f)
@@ -158,31 +167,29 @@ func (h *hub) nativeTick(f *fleet, now time.Time) {
 }
 
 // lost handles a request whose answer did not come: a mutation is sent
-// again with the same operation id, up to nativeMaxTries.
-func (h *hub) lost(f *fleet, op *nativeOp, why string) {
+// again with the same operation id while it is Retryable.
+func (h *hub) lost(f *fleet, c *nativeCall, why string) {
 	n := h.native(f)
-	if op.mutation && op.tries < nativeMaxTries {
-		if f.connected && n.send(f, op) {
-			return
+	if c.Retryable() {
+		if n.send(f, c) != nil {
+			n.resend = append(n.resend, c)
 		}
-		n.resend = append(n.resend, op)
 		return
 	}
-	if op.uncertain != nil {
-		op.uncertain(why)
+	if c.Data.uncertain != nil {
+		c.Data.uncertain(why, c.Tries)
 	}
-	if !op.mutation {
+	if !c.Mutation() {
 		n.polling, n.probing = false, false
 	}
 }
 
 func (n *nativeState) connectionLost() {
-	for tid, op := range n.ops {
-		delete(n.ops, tid)
-		if op.mutation {
-			n.resend = append(n.resend, op)
-		} else if op.uncertain != nil {
-			op.uncertain("the connection to the fleet was lost")
+	for _, c := range n.calls.Lost() {
+		if c.Retryable() {
+			n.resend = append(n.resend, c)
+		} else if c.Data.uncertain != nil {
+			c.Data.uncertain("the connection to the fleet was lost", c.Tries)
 		}
 	}
 	n.polling, n.probing = false, false
@@ -190,15 +197,9 @@ func (n *nativeState) connectionLost() {
 
 // result routes a nativeRootResult to its request.
 func (n *nativeState) result(h *hub, f *fleet, m *protocol.NativeRootResult) {
-	if m.ID == nil {
-		return
+	if c := n.calls.Result(m); c != nil {
+		c.Data.done(m.Result)
 	}
-	op := n.ops[*m.ID]
-	if op == nil {
-		return
-	}
-	delete(n.ops, *m.ID)
-	op.done(m.Result)
 }
 
 // poll reads the bound root and reconciles the approvals posted.
@@ -206,15 +207,15 @@ func (n *nativeState) poll(h *hub, f *fleet) {
 	if n.root == "" {
 		return
 	}
-	n.polling = true
 	n.lastPoll = time.Now()
-	n.polling = n.send(f, &nativeOp{req: protocol.NativeRequest{Action: protocol.NativeStatus, RootID: n.root}, done: func(res protocol.NativeResult) {
+	_, err := n.start(f, protocol.NativeRequest{Action: protocol.NativeStatus, RootID: n.root}, nativeOp{done: func(res protocol.NativeResult) {
 		n.polling = false
 		if res.Kind == protocol.NativeKindStatus && res.Root != nil {
 			n.status, n.rev = res.Root, res.Root.Revision
 			h.reconcileApprovals(f, res.Root)
 		}
 	}})
+	n.polling = err == nil
 }
 
 // awaiting says whether task t waits for an approve/deny: it has evidence to
@@ -333,10 +334,9 @@ func (n *nativeState) drop(h *hub, why string) {
 			h.editAll(it.posts, it.text, "✖️", it.outcome)
 		}
 	}
-	for tid, op := range n.ops {
-		delete(n.ops, tid)
-		if op.uncertain != nil {
-			op.uncertain(why)
+	for _, c := range n.calls.Lost() {
+		if c.Data.uncertain != nil {
+			c.Data.uncertain(why, c.Tries)
 		}
 	}
 	n.resend = nil
@@ -365,8 +365,7 @@ func (h *hub) cmdRoot(m *telegram.Message, f *fleet) {
 		return
 	}
 	chat, thread := m.ChatID, m.ThreadID
-	ok := n.send(f, &nativeOp{
-		req: protocol.NativeRequest{Action: protocol.NativeStatus, RootID: n.root},
+	_, err := n.start(f, protocol.NativeRequest{Action: protocol.NativeStatus, RootID: n.root}, nativeOp{
 		done: func(res protocol.NativeResult) {
 			if res.Kind != protocol.NativeKindStatus || res.Root == nil {
 				h.out.Enqueue(outItem{chat: chat, thread: thread, text: f.head() + " /root: " + esc(resultText(res))})
@@ -376,11 +375,11 @@ func (h *hub) cmdRoot(m *telegram.Message, f *fleet) {
 			h.reconcileApprovals(f, res.Root)
 			h.out.Enqueue(outItem{chat: chat, thread: thread, text: rootText(f, res.Root), buttons: h.rootButtons(f, res.Root)})
 		},
-		uncertain: func(why string) {
+		uncertain: func(why string, _ int) {
 			h.out.Enqueue(outItem{chat: chat, thread: thread, text: f.head() + " /root: no answer (" + esc(why) + ")"})
 		},
 	})
-	if !ok {
+	if err != nil {
 		h.reply(m, f.head()+" is not taking input right now.")
 	}
 }
@@ -443,27 +442,28 @@ func (h *hub) nativePress(f *fleet, b *button, cq *telegram.Callback, by string)
 			return "already sent"
 		}
 		b.used = true
-		rev := b.rev
-		op := &nativeOp{mutation: true, req: protocol.NativeRequest{Action: b.value, RootID: b.text, OperationID: newOpID(), ExpectedRevision: &rev}}
+		req := client.NativeMutation(nativeOrigin, protocol.NativeRequest{Action: b.value, RootID: b.text}, b.rev)
 		chat, thread, msg := cq.ChatID, cq.ThreadID, cq.MessageID
 		say := func(text string) {
 			h.out.Enqueue(outItem{chat: chat, thread: thread, replyTo: msg, text: f.head() + " " + text})
 		}
-		op.done = func(res protocol.NativeResult) {
-			h.log.Info("native root mutation", "fleet", f.d.ID, "action", op.req.Action, "operationId", op.req.OperationID, "result", res.Kind, "code", res.Code)
-			say(esc(resultText(res)))
-			if n.known {
-				n.poll(h, f)
-			}
+		_, err := n.start(f, req, nativeOp{
+			done: func(res protocol.NativeResult) {
+				h.log.Info("native root mutation", "fleet", f.d.ID, "action", req.Action, "operationId", req.OperationID, "result", res.Kind, "code", res.Code)
+				say(esc(resultText(res)))
+				if n.known {
+					n.poll(h, f)
+				}
+			},
+			uncertain: func(why string, tries int) {
+				say(fmt.Sprintf("⚠️ the result of %s (operation <code>%s</code>) is uncertain: %s. It was sent %d times with the same operation id; /root shows whether it took effect.",
+					esc(req.Action), esc(req.OperationID), esc(why), tries))
+			},
+		})
+		if err != nil {
+			return err.Error()
 		}
-		op.uncertain = func(why string) {
-			say(fmt.Sprintf("⚠️ the result of %s (operation <code>%s</code>) is uncertain: %s. It was sent %d times with the same operation id; /root shows whether it took effect.",
-				esc(op.req.Action), esc(op.req.OperationID), esc(why), op.tries))
-		}
-		if !n.send(f, op) {
-			return "the fleet is not taking input right now"
-		}
-		return "Sent " + b.value + " (operation " + op.req.OperationID + ")"
+		return "Sent " + b.value + " (operation " + req.OperationID + ")"
 	case buttonNative:
 		it := b.native
 		if it.done {
@@ -491,28 +491,31 @@ func (h *hub) nativeRationale(m *telegram.Message, ref postRef, rationale, by st
 		return
 	}
 	n := h.native(f)
-	rev := n.rev
-	op := &nativeOp{mutation: true, req: protocol.NativeRequest{
+	req := client.NativeMutation(nativeOrigin, protocol.NativeRequest{
 		Action: ref.rationale, RootID: n.root, TaskID: it.taskID, Rationale: rationale,
-		OperationID: newOpID(), ExpectedRevision: &rev,
-	}}
+	}, n.rev)
 	chat, thread, msg := m.ChatID, m.ThreadID, m.ID
 	say := func(text string) {
 		h.out.Enqueue(outItem{chat: chat, thread: thread, replyTo: msg, text: f.head() + " " + text})
 	}
-	op.done = func(res protocol.NativeResult) {
-		if res.Kind == protocol.NativeKindReceipt {
-			it.madeBy, it.verdict, it.rationale = by, ref.rationale, rationale
-		}
-		say(esc(resultText(res)))
-		n.poll(h, f)
-	}
-	op.uncertain = func(why string) {
-		say(fmt.Sprintf("⚠️ the result of %s for %s (operation <code>%s</code>) is uncertain: %s; /root shows whether it took effect.",
-			esc(op.req.Action), esc(it.taskID), esc(op.req.OperationID), esc(why)))
-	}
-	if !n.send(f, op) {
+	_, err := n.start(f, req, nativeOp{
+		done: func(res protocol.NativeResult) {
+			if res.Kind == protocol.NativeKindReceipt {
+				it.madeBy, it.verdict, it.rationale = by, ref.rationale, rationale
+			}
+			say(esc(resultText(res)))
+			n.poll(h, f)
+		},
+		uncertain: func(why string, _ int) {
+			say(fmt.Sprintf("⚠️ the result of %s for %s (operation <code>%s</code>) is uncertain: %s; /root shows whether it took effect.",
+				esc(req.Action), esc(it.taskID), esc(req.OperationID), esc(why)))
+		},
+	})
+	switch {
+	case errors.Is(err, errNotTakingInput):
 		h.reply(m, "That fleet is not taking input right now; nothing was sent.")
+	case err != nil:
+		h.reply(m, "That "+esc(req.Action)+" cannot be sent ("+esc(err.Error())+"); nothing was sent.")
 	}
 }
 

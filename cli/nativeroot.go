@@ -2,8 +2,6 @@ package cli
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -20,26 +18,20 @@ import (
 	"github.com/agents-fleet/fleet/protocol"
 )
 
-// Exit codes of fleet root (DESIGN §8): 0 success, 1 any other failure.
-const (
-	// exitUsage is a usage error: a bad or missing flag or argument,
-	// refused before anything is sent.
-	exitUsage = 2
-	// exitConflict is revision_conflict or operation_id_reused: re-read the
-	// root's status and decide again.
-	exitConflict = 3
-)
+// This file is fleet root: the native roots of a fleet (docs/native-roots.md),
+// not to be confused with the cobra root command of cli/root.go.
 
-// rootDefaultTimeout bounds one fleet root command by default.
-const rootDefaultTimeout = 30 * time.Second
+// exitConflict is fleet root's exit code for revision_conflict or
+// operation_id_reused: re-read the root's status and decide again (DESIGN
+// §8; 0 success, 1 any other failure, exitUsage a usage error).
+const exitConflict = 3
+
+// nativeRootDefaultTimeout bounds one fleet root command by default.
+const nativeRootDefaultTimeout = 30 * time.Second
 
 // ackReminder follows every receipt: a receipt says the change was
 // persisted, not that the fleet reached it.
 const ackReminder = "acknowledged only: the change is recorded durably; follow 'fleet root status %s' for the phase the fleet actually reaches\n"
-
-func usageErr(format string, args ...any) error {
-	return &exitError{code: exitUsage, err: fmt.Errorf(format, args...)}
-}
 
 // optionality of a per-action flag.
 type need int
@@ -50,9 +42,9 @@ const (
 	required
 )
 
-// rootAction describes one subcommand of fleet root: the action's request
-// fields from the page's action table, as flags.
-type rootAction struct {
+// nativeRootAction describes one subcommand of fleet root: the action's
+// request fields from the page's action table, as flags.
+type nativeRootAction struct {
 	name    string
 	short   string
 	long    string
@@ -67,7 +59,7 @@ type rootAction struct {
 	proof      need
 }
 
-var rootActions = []rootAction{
+var nativeRootActions = []nativeRootAction{
 	{
 		name:  protocol.NativeList,
 		short: "List the fleet's native roots",
@@ -157,16 +149,16 @@ any process has gone; follow the phase and effects in fleet root status.`,
 	},
 }
 
-func pauseLike(name, short, long string) rootAction {
-	return rootAction{
+func pauseLike(name, short, long string) nativeRootAction {
+	return nativeRootAction{
 		name: name, short: short, rootArg: true, mutation: true, task: optional,
 		long:    long + "\n\nWith --task only that task is addressed.",
 		example: fmt.Sprintf("  fleet root %s ROOT_ID --revision 3\n  fleet root %s --revision 3 --task t2 --operation-id op-1234", name, name),
 	}
 }
 
-func approveLike(name, short string) rootAction {
-	return rootAction{
+func approveLike(name, short string) nativeRootAction {
+	return nativeRootAction{
 		name: name, short: short, rootArg: true, mutation: true,
 		task: required, rationale: required, supersedes: optional,
 		long: name + ` records an evidence-pinned human decision on a task that waits for one
@@ -178,10 +170,10 @@ non-empty --rationale. To replace an earlier decision name it with
 	}
 }
 
-const rootCommonHelp = `The fleet is chosen with --fleet: a fleet id, a unique prefix of one, or a
+const nativeRootCommonHelp = `The fleet is chosen with --fleet: a fleet id, a unique prefix of one, or a
 fleet name (see fleet ls); it may be omitted when exactly one fleet is running.`
 
-const rootMutationHelp = `ROOT is the root id (see fleet root list). When it is omitted the fleet's only
+const nativeRootMutationHelp = `ROOT is the root id (see fleet root list). When it is omitted the fleet's only
 root is used; with several roots the command fails and lists them.
 
 --revision is the root's revision you observed (fleet root status); a stale one
@@ -198,9 +190,9 @@ the phase the fleet actually reaches.
 Exit status: 0 success, 1 failure (including a legacy session started without
 --native-root), 2 usage error, 3 revision conflict or reused operation id.`
 
-func newRootCmd() *cobra.Command {
+func newNativeRootCmd() *cobra.Command {
 	var names []string
-	for _, a := range rootActions {
+	for _, a := range nativeRootActions {
 		names = append(names, a.name)
 	}
 	cmd := &cobra.Command{
@@ -216,7 +208,7 @@ A legacy session (started without --native-root) refuses every action.
 
 Actions: ` + strings.Join(names, ", ") + `.
 
-` + rootCommonHelp + `
+` + nativeRootCommonHelp + `
 
 Exit status: 0 success, 1 failure, 2 usage error, 3 revision conflict or
 reused operation id (re-read the root's status and decide again).`,
@@ -235,14 +227,14 @@ reused operation id (re-read the root's status and decide again).`,
 		},
 	}
 	cmd.SetFlagErrorFunc(flagUsageErr)
-	for _, a := range rootActions {
-		cmd.AddCommand(newRootActionCmd(a))
+	for _, a := range nativeRootActions {
+		cmd.AddCommand(newNativeRootActionCmd(a))
 	}
 	return cmd
 }
 
-// rootFlags holds one subcommand's flag values.
-type rootFlags struct {
+// nativeRootFlags holds one subcommand's flag values.
+type nativeRootFlags struct {
 	fleet       string
 	operationID string
 	revision    string
@@ -255,19 +247,19 @@ type rootFlags struct {
 	timeout     time.Duration
 }
 
-func newRootActionCmd(a rootAction) *cobra.Command {
-	var f rootFlags
+func newNativeRootActionCmd(a nativeRootAction) *cobra.Command {
+	var f nativeRootFlags
 	use := a.name
 	if a.rootArg {
 		use += " [ROOT]"
 	}
 	long := a.long + "\n\n"
 	if a.mutation {
-		long += rootMutationHelp + "\n\n"
+		long += nativeRootMutationHelp + "\n\n"
 	} else if a.rootArg {
 		long += "ROOT is the root id (see fleet root list); when it is omitted the fleet's only\nroot is used.\n\n"
 	}
-	long += rootCommonHelp + "\n\n--json prints the fleet's result object as received."
+	long += nativeRootCommonHelp + "\n\n--json prints the fleet's result object as received."
 	cmd := &cobra.Command{
 		Use:     use,
 		Short:   a.short,
@@ -287,7 +279,7 @@ func newRootActionCmd(a rootAction) *cobra.Command {
 			return nil
 		},
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return runRootAction(cmd, a, f, args)
+			return runNativeRootAction(cmd, a, f, args)
 		},
 	}
 	cmd.SetFlagErrorFunc(flagUsageErr)
@@ -311,7 +303,7 @@ func newRootActionCmd(a rootAction) *cobra.Command {
 	stringFlag(&f.supersedes, a.supersedes, "supersedes", "the `DECISION` id this one replaces")
 	stringFlag(&f.proof, a.proof, "proof", "the worker-settlement record `ID` (see the effects in fleet root status)")
 	fl.BoolVar(&f.asJSON, "json", false, "print the fleet's result object as JSON")
-	fl.DurationVar(&f.timeout, "timeout", rootDefaultTimeout, "give up after this long (0: no limit)")
+	fl.DurationVar(&f.timeout, "timeout", nativeRootDefaultTimeout, "give up after this long (0: no limit)")
 	return cmd
 }
 
@@ -333,22 +325,9 @@ func parseRevision(s string) (int64, error) {
 	return n, nil
 }
 
-// newOperationID returns a fresh operation id: "op-" and 16 hex digits.
-func newOperationID() string {
-	var b [8]byte
-	rand.Read(b[:]) // never fails (crypto/rand)
-	return "op-" + hex.EncodeToString(b[:])
-}
-
-func newTransportID() string {
-	var b [6]byte
-	rand.Read(b[:])
-	return "root-" + hex.EncodeToString(b[:])
-}
-
-// buildRootRequest checks the flags of a and builds its request, without
-// rootId when root is empty. Every error is a usage error.
-func buildRootRequest(a rootAction, f rootFlags, root string) (*protocol.NativeRequest, error) {
+// buildNativeRootRequest checks the flags of a and builds its request,
+// without rootId when root is empty. Every error is a usage error.
+func buildNativeRootRequest(a nativeRootAction, f nativeRootFlags, root string) (*protocol.NativeRequest, error) {
 	req := &protocol.NativeRequest{Action: a.name, RootID: root}
 	if a.mutation {
 		rev, err := parseRevision(f.revision)
@@ -390,7 +369,7 @@ func buildRootRequest(a rootAction, f rootFlags, root string) (*protocol.NativeR
 	return req, nil
 }
 
-func runRootAction(cmd *cobra.Command, a rootAction, f rootFlags, args []string) error {
+func runNativeRootAction(cmd *cobra.Command, a nativeRootAction, f nativeRootFlags, args []string) error {
 	if f.timeout < 0 {
 		return usageErr("--timeout must not be negative")
 	}
@@ -401,7 +380,7 @@ func runRootAction(cmd *cobra.Command, a rootAction, f rootFlags, args []string)
 			return usageErr("ROOT must not be empty")
 		}
 	}
-	req, err := buildRootRequest(a, f, root)
+	req, err := buildNativeRootRequest(a, f, root)
 	if err != nil {
 		return err
 	}
@@ -417,16 +396,16 @@ func runRootAction(cmd *cobra.Command, a rootAction, f rootFlags, args []string)
 	if err != nil {
 		return err
 	}
-	conn, err := client.Dial(ctx, e.Descriptor, client.Options{ClientKind: "other", ClientName: "root"})
-	if err != nil {
+	nc := client.NewNativeClient("root-", func(ctx context.Context) (*client.Conn, error) {
+		return client.Dial(ctx, e.Descriptor, client.Options{ClientKind: "other", ClientName: "root"})
+	})
+	defer nc.Close()
+	if err := nc.Connect(ctx); err != nil {
 		return timeoutError(ctx, f.timeout, "connecting", err)
 	}
-	defer conn.Close()
-	stop := context.AfterFunc(ctx, func() { conn.Close() })
-	defer stop()
 
 	if a.rootArg && req.RootID == "" {
-		res, _, err := nativeExchange(ctx, conn, &protocol.NativeRequest{Action: protocol.NativeList}, f.timeout, "")
+		res, _, err := nativeDo(ctx, nc, protocol.NativeRequest{Action: protocol.NativeList}, f.timeout, "")
 		if err != nil {
 			return err
 		}
@@ -452,18 +431,22 @@ func runRootAction(cmd *cobra.Command, a rootAction, f rootFlags, args []string)
 	}
 	retry := ""
 	if a.mutation {
-		if req.OperationID == "" {
-			req.OperationID = newOperationID()
+		given := req.OperationID != ""
+		*req = client.NativeMutation("", *req, *req.ExpectedRevision)
+		if !given {
 			fmt.Fprintf(stderr, "fleet root: operation id %s; retry with --operation-id %s --revision %d if the result is uncertain\n",
 				req.OperationID, req.OperationID, *req.ExpectedRevision)
 		}
 		retry = fmt.Sprintf("; the result is uncertain: retry with the same flags, ROOT %s, --operation-id %s and --revision %d",
 			req.RootID, req.OperationID, *req.ExpectedRevision)
+		nc.OnRetry = func(r protocol.NativeRequest, why error) {
+			fmt.Fprintf(stderr, "fleet root: %v; sending operation %s again with revision %d\n", why, r.OperationID, *r.ExpectedRevision)
+		}
 	}
 	if err := req.Validate(); err != nil {
 		return usageErr("invalid request: %s", strings.TrimPrefix(err.Error(), "nativeRoot: "))
 	}
-	res, raw, err := nativeExchange(ctx, conn, req, f.timeout, retry)
+	res, raw, err := nativeDo(ctx, nc, *req, f.timeout, retry)
 	if err != nil {
 		return err
 	}
@@ -481,75 +464,22 @@ func runRootAction(cmd *cobra.Command, a rootAction, f rootFlags, args []string)
 	return renderNativeResult(stdout, a.name, res)
 }
 
-// nativeExchange sends req in a nativeRoot frame and waits for the
-// nativeRootResult with the same transport id, skipping every other frame.
-// It returns the decoded result and the raw result object. retry is added
+// nativeDo makes one call through nc (which retries a mutation's uncertain
+// attempts itself) and words its failure for the operator. retry is added
 // to errors that leave the outcome of a sent mutation unknown.
-func nativeExchange(ctx context.Context, conn *client.Conn, req *protocol.NativeRequest, timeout time.Duration, retry string) (protocol.NativeResult, json.RawMessage, error) {
-	body, err := json.Marshal(req)
-	if err != nil {
-		return protocol.NativeResult{}, nil, fmt.Errorf("encode the request: %w", err)
+func nativeDo(ctx context.Context, nc *client.NativeClient, req protocol.NativeRequest, timeout time.Duration, retry string) (protocol.NativeResult, json.RawMessage, error) {
+	res, raw, err := nc.Do(ctx, req)
+	switch {
+	case err == nil:
+		return res, raw, nil
+	case errors.Is(err, protocol.ErrFrameTooLarge):
+		return res, nil, usageErr("%v", err)
+	case errors.Is(ctx.Err(), context.DeadlineExceeded):
+		return res, nil, timeoutError(ctx, timeout, "waiting for the result"+retry, err)
+	case ctx.Err() != nil:
+		return res, nil, fmt.Errorf("interrupted while waiting for the result%s", retry)
 	}
-	id := newTransportID()
-	frame := &protocol.NativeRoot{ID: id, Request: body}
-	enc, err := protocol.Encode(frame)
-	if err != nil {
-		return protocol.NativeResult{}, nil, fmt.Errorf("encode the request: %w", err)
-	}
-	if len(enc)-1 > protocol.MaxNativeFrameSize {
-		return protocol.NativeResult{}, nil, usageErr("the request is %d bytes, over the %d byte limit of native frames", len(enc)-1, protocol.MaxNativeFrameSize)
-	}
-	if err := protocol.CheckNativeFrame(enc); err != nil {
-		return protocol.NativeResult{}, nil, fmt.Errorf("encode the request: %w", err)
-	}
-	if err := conn.Send(frame); err != nil {
-		// A failed write may still have delivered the frame.
-		return protocol.NativeResult{}, nil, timeoutError(ctx, timeout, "sending the request"+retry, fmt.Errorf("%w%s", err, retry))
-	}
-	for {
-		m, rawFrame, _, err := conn.Next()
-		var fe *client.FrameError
-		if errors.As(err, &fe) {
-			if typ, _ := protocol.PeekType(rawFrame); typ == protocol.TypeNativeRootResult {
-				var env struct {
-					ID *string `json:"id"`
-				}
-				if json.Unmarshal(rawFrame, &env) == nil && (env.ID == nil || *env.ID == id) {
-					return protocol.NativeResult{}, nil, fmt.Errorf("the fleet sent a malformed result: %v%s", fe.Err, retry)
-				}
-			}
-			continue
-		}
-		if err != nil {
-			if errors.Is(ctx.Err(), context.DeadlineExceeded) {
-				return protocol.NativeResult{}, nil, timeoutError(ctx, timeout, "waiting for the result"+retry, ctx.Err())
-			}
-			if ctx.Err() != nil {
-				return protocol.NativeResult{}, nil, fmt.Errorf("interrupted while waiting for the result%s", retry)
-			}
-			if errors.Is(err, io.EOF) {
-				return protocol.NativeResult{}, nil, fmt.Errorf("the fleet closed the connection before answering%s", retry)
-			}
-			return protocol.NativeResult{}, nil, fmt.Errorf("connection to the fleet lost while waiting for the result: %w%s", err, retry)
-		}
-		switch m := m.(type) {
-		case *protocol.NativeRootResult:
-			// Only one request is in flight on this connection, so a result
-			// without an id (the fleet could not read ours) is ours too.
-			if m.ID != nil && *m.ID != id {
-				continue
-			}
-			var env struct {
-				Result json.RawMessage `json:"result"`
-			}
-			if err := json.Unmarshal(rawFrame, &env); err != nil {
-				return protocol.NativeResult{}, nil, fmt.Errorf("the fleet sent a malformed result: %v%s", err, retry)
-			}
-			return m.Result, env.Result, nil
-		case *protocol.Error:
-			return protocol.NativeResult{}, nil, fmt.Errorf("the fleet reported an error: %s%s", m.Message, retry)
-		}
-	}
+	return res, nil, fmt.Errorf("%w%s", err, retry)
 }
 
 // resultError turns a kind error result into the command's error with its
@@ -577,12 +507,12 @@ func resultError(res protocol.NativeResult) error {
 func renderNativeResult(w io.Writer, action string, res protocol.NativeResult) error {
 	switch res.Kind {
 	case protocol.NativeKindRoots:
-		return renderRoots(w, res.Roots)
+		return renderNativeRoots(w, res.Roots)
 	case protocol.NativeKindStatus:
 		if res.Root == nil {
 			return errors.New("the fleet sent a status result without a root")
 		}
-		return renderRootStatus(w, res.Root)
+		return renderNativeRootStatus(w, res.Root)
 	case protocol.NativeKindReceipt:
 		if res.Receipt == nil {
 			return errors.New("the fleet sent a receipt result without a receipt")
@@ -612,7 +542,7 @@ func yesNo(b *bool) string {
 	return "no"
 }
 
-func renderRoots(w io.Writer, roots []protocol.NativeRootInfo) error {
+func renderNativeRoots(w io.Writer, roots []protocol.NativeRootInfo) error {
 	if len(roots) == 0 {
 		_, err := fmt.Fprintln(w, "no roots")
 		return err
@@ -645,7 +575,7 @@ func reachedNote(intent, phase string) string {
 	return " (not reached yet)"
 }
 
-func renderRootStatus(w io.Writer, r *protocol.NativeRootStatus) error {
+func renderNativeRootStatus(w io.Writer, r *protocol.NativeRootStatus) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintf(tw, "root %s, revision %d\n", dash(r.ID), r.Revision)
 	fmt.Fprintf(tw, "intent %s, phase %s%s\n", dash(r.Intent), dash(r.Phase), reachedNote(r.Intent, r.Phase))

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"net"
 	"os"
 	"regexp"
 	"slices"
@@ -92,11 +93,11 @@ func startNativeFleet(t *testing.T, home string, handle func(*protocol.NativeReq
 	return f
 }
 
-// runRoot runs "fleet root args..." with newRootCmd under a parent.
-func runRoot(t *testing.T, args ...string) (stdout, stderr string, err error) {
+// runNativeRoot runs "fleet root args..." with newNativeRootCmd under a parent.
+func runNativeRoot(t *testing.T, args ...string) (stdout, stderr string, err error) {
 	t.Helper()
 	parent := &cobra.Command{Use: "fleet"}
-	parent.AddCommand(newRootCmd())
+	parent.AddCommand(newNativeRootCmd())
 	return runCmd(t, parent, nil, append([]string{"root"}, args...)...)
 }
 
@@ -145,43 +146,62 @@ func oneRoot(ids ...string) func(*protocol.NativeRequest) protocol.NativeResult 
 	}
 }
 
-// TestRootFrame checks the bytes on the wire with a scripted fleet: exactly
+// TestNativeRootFrame checks the bytes on the wire with a scripted fleet: exactly
 // type, id and request, and a numeric expectedRevision.
-func TestRootFrame(t *testing.T) {
-	home := testHome(t)
-	d, _ := registerFleet(t, home, "raw", "r1")
+// serveByHand plays fleet d without a control server: on each connection
+// it reads hello, sends welcome and replayEnd, reads one frame, passes it
+// on the channel it returns and lets answer write to the connection (or
+// not) before closing it.
+func serveByHand(t *testing.T, d registry.Descriptor, answer func(conn int, c net.Conn, frame []byte)) <-chan []byte {
+	t.Helper()
 	ln, err := controlsock.Listen(d.SocketPath)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer ln.Close()
-	frames := make(chan []byte, 1)
+	frames := make(chan []byte, 4)
+	served := make(chan struct{})
 	go func() {
-		c, err := ln.Accept()
-		if err != nil {
-			return
+		defer close(served)
+		for i := 0; ; i++ {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			r := protocol.NewReader(c, 0)
+			if _, err := r.ReadFrame(); err == nil { // hello
+				io.WriteString(c, `{"type":"welcome","protocolVersion":1,"capabilities":["replayEnd"]}`+"\n"+`{"type":"replayEnd"}`+"\n")
+				if frame, err := r.ReadFrame(); err == nil {
+					frame = append([]byte(nil), frame...)
+					frames <- frame
+					answer(i, c, frame)
+				}
+			}
+			c.Close()
 		}
-		defer c.Close()
-		r := protocol.NewReader(c, 0)
-		if _, err := r.ReadFrame(); err != nil { // hello
-			return
-		}
-		io.WriteString(c, `{"type":"welcome","protocolVersion":1,"capabilities":["replayEnd"]}`+"\n"+`{"type":"replayEnd"}`+"\n")
-		frame, err := r.ReadFrame()
-		if err != nil {
-			return
-		}
-		frames <- append([]byte(nil), frame...)
-		var env struct{ ID string }
-		json.Unmarshal(frame, &env)
+	}()
+	t.Cleanup(func() { ln.Close(); <-served })
+	return frames
+}
+
+// receiptTo writes a stop receipt for op-id at revision 4 in answer to frame.
+func receiptTo(c net.Conn, frame []byte, op string) {
+	var env struct{ ID string }
+	json.Unmarshal(frame, &env)
+	fmt.Fprintf(c, `{"type":"nativeRootResult","id":%q,"result":{"kind":"receipt","receipt":{"operationId":%q,"requestHash":"h","rootId":"r1","action":"stop","revision":4,"status":"persisted","createdAt":1},"acknowledgmentOnly":true}}`+"\n", env.ID, op)
+	io.Copy(io.Discard, c) // until the command hangs up
+}
+
+func TestNativeRootFrame(t *testing.T) {
+	home := testHome(t)
+	d, _ := registerFleet(t, home, "raw", "r1")
+	frames := serveByHand(t, d, func(_ int, c net.Conn, frame []byte) {
 		// Noise first: a result for another id and an unrelated frame.
 		io.WriteString(c, `{"type":"nativeRootResult","id":"other","result":{"kind":"error","code":"revision_conflict"}}`+"\n")
 		io.WriteString(c, `{"type":"reply","text":"hi"}`+"\n")
-		fmt.Fprintf(c, `{"type":"nativeRootResult","id":%q,"result":{"kind":"receipt","receipt":{"operationId":"op-1","requestHash":"h","rootId":"r1","action":"stop","revision":4,"status":"persisted","createdAt":1},"acknowledgmentOnly":true}}`+"\n", env.ID)
-		io.Copy(io.Discard, c)
-	}()
+		receiptTo(c, frame, "op-1")
+	})
 
-	out, _, err := runRoot(t, "stop", "r1", "--operation-id", "op-1", "--revision", "3", "--task", "t1")
+	out, _, err := runNativeRoot(t, "stop", "r1", "--operation-id", "op-1", "--revision", "3", "--task", "t1")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -220,7 +240,39 @@ func TestRootFrame(t *testing.T) {
 	}
 }
 
-func TestRootBadRevision(t *testing.T) {
+// The connection drops after the request was sent: fleet root sends the
+// same operation again, on a new connection, and shows the answer.
+func TestNativeRootRetriesAfterADroppedConnection(t *testing.T) {
+	home := testHome(t)
+	d, _ := registerFleet(t, home, "raw", "r2")
+	frames := serveByHand(t, d, func(conn int, c net.Conn, frame []byte) {
+		if conn > 0 { // the first time without an answer
+			receiptTo(c, frame, "op-d")
+		}
+	})
+
+	out, stderr, err := runNativeRoot(t, "stop", "r1", "--operation-id", "op-d", "--revision", "3")
+	if err != nil {
+		t.Fatalf("%v; stderr %q", err, stderr)
+	}
+	first, second := <-frames, <-frames
+	var f1, f2 struct {
+		ID      string
+		Request json.RawMessage
+	}
+	if json.Unmarshal(first, &f1) != nil || json.Unmarshal(second, &f2) != nil ||
+		string(f1.Request) != string(f2.Request) || f1.ID == f2.ID {
+		t.Errorf("retry %s after %s: want the same request under a new id", second, first)
+	}
+	if !strings.Contains(stderr, "sending operation op-d again with revision 3") {
+		t.Errorf("stderr %q does not tell of the retry", stderr)
+	}
+	if !strings.Contains(out, "receipt persisted: stop on root r1, revision 4, operation op-d\n") {
+		t.Errorf("output:\n%s", out)
+	}
+}
+
+func TestNativeRootBadRevision(t *testing.T) {
 	home := testHome(t)
 	f := startNativeFleet(t, home, oneRoot("r1"))
 	for _, args := range [][]string{
@@ -231,18 +283,18 @@ func TestRootBadRevision(t *testing.T) {
 		{"abort", "r1", "--revision", " 2"},
 		{"resume", "r1", "--revision", "99999999999999999999"},
 	} {
-		_, _, err := runRoot(t, args...)
+		_, _, err := runNativeRoot(t, args...)
 		wantExit(t, err, exitUsage, "--revision")
 	}
 	// Missing --revision.
-	_, _, err := runRoot(t, "stop", "r1")
+	_, _, err := runNativeRoot(t, "stop", "r1")
 	wantExit(t, err, exitUsage, "--revision is required")
 	if reqs := f.requests(); len(reqs) != 0 {
 		t.Fatalf("the fleet got %v", reqs)
 	}
 }
 
-func TestRootUsageErrors(t *testing.T) {
+func TestNativeRootUsageErrors(t *testing.T) {
 	home := testHome(t)
 	f := startNativeFleet(t, home, oneRoot("r1"))
 	for _, c := range []struct {
@@ -265,7 +317,7 @@ func TestRootUsageErrors(t *testing.T) {
 		{[]string{"frobnicate"}, "unknown root action"},
 		{[]string{}, "missing root action"},
 	} {
-		_, _, err := runRoot(t, c.args...)
+		_, _, err := runNativeRoot(t, c.args...)
 		if exitCode(err) != exitUsage || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("%q: exit %d, err %v; want exit 2 mentioning %q", c.args, exitCode(err), err, c.want)
 		}
@@ -275,8 +327,8 @@ func TestRootUsageErrors(t *testing.T) {
 	}
 }
 
-// TestRootActionFlags checks that each action takes exactly its flags.
-func TestRootActionFlags(t *testing.T) {
+// TestNativeRootActionFlags checks that each action takes exactly its flags.
+func TestNativeRootActionFlags(t *testing.T) {
 	common := []string{"fleet", "help", "json", "timeout"}
 	mut := append(slices.Clone(common), "operation-id", "revision")
 	want := map[string][]string{
@@ -294,7 +346,7 @@ func TestRootActionFlags(t *testing.T) {
 		"reconcile":    append(slices.Clone(mut), "proof", "task"),
 		"abandon":      append(slices.Clone(mut), "task"),
 	}
-	root := newRootCmd()
+	root := newNativeRootCmd()
 	if len(root.Commands()) != len(want) {
 		t.Errorf("%d subcommands, want %d", len(root.Commands()), len(want))
 	}
@@ -314,10 +366,10 @@ func TestRootActionFlags(t *testing.T) {
 	}
 }
 
-func TestRootGeneratedOperationID(t *testing.T) {
+func TestNativeRootGeneratedOperationID(t *testing.T) {
 	home := testHome(t)
 	f := startNativeFleet(t, home, oneRoot("r1"))
-	out, stderr, err := runRoot(t, "pause", "r1", "--revision", "3")
+	out, stderr, err := runNativeRoot(t, "pause", "r1", "--revision", "3")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -336,7 +388,7 @@ func TestRootGeneratedOperationID(t *testing.T) {
 	}
 
 	// A given operation id is used as is and not announced.
-	_, stderr, err = runRoot(t, "approve", "r1", "--revision", "4", "--operation-id", "op-mine", "--task", "t2", "--rationale", "looks right", "--supersedes", "d1")
+	_, stderr, err = runNativeRoot(t, "approve", "r1", "--revision", "4", "--operation-id", "op-mine", "--task", "t2", "--rationale", "looks right", "--supersedes", "d1")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -349,7 +401,7 @@ func TestRootGeneratedOperationID(t *testing.T) {
 	}
 }
 
-func TestRootErrorCodes(t *testing.T) {
+func TestNativeRootErrorCodes(t *testing.T) {
 	home := testHome(t)
 	code := "revision_conflict"
 	var mu sync.Mutex
@@ -360,39 +412,39 @@ func TestRootErrorCodes(t *testing.T) {
 	})
 	set := func(c string) { mu.Lock(); code = c; mu.Unlock() }
 
-	_, _, err := runRoot(t, "stop", "r1", "--revision", "3", "--operation-id", "op-1")
+	_, _, err := runNativeRoot(t, "stop", "r1", "--revision", "3", "--operation-id", "op-1")
 	wantExit(t, err, exitConflict, "revision conflict")
 
 	set("operation_id_reused")
-	_, _, err = runRoot(t, "stop", "r1", "--revision", "3", "--operation-id", "op-1")
+	_, _, err = runNativeRoot(t, "stop", "r1", "--revision", "3", "--operation-id", "op-1")
 	wantExit(t, err, exitConflict, "operation id reused")
 
 	set("native_mode_required")
-	_, _, err = runRoot(t, "list")
+	_, _, err = runNativeRoot(t, "list")
 	wantExit(t, err, 1, "legacy session started without --native-root")
-	_, _, err = runRoot(t, "stop", "--revision", "1") // ROOT omitted: list refused first
+	_, _, err = runNativeRoot(t, "stop", "--revision", "1") // ROOT omitted: list refused first
 	wantExit(t, err, 1, "legacy session started without --native-root")
 
 	set("invalid_request")
-	_, _, err = runRoot(t, "status", "r1")
+	_, _, err = runNativeRoot(t, "status", "r1")
 	wantExit(t, err, 1, "invalid_request: safe message")
 
 	// --json still prints the result object.
-	out, _, err := runRoot(t, "status", "r1", "--json")
+	out, _, err := runNativeRoot(t, "status", "r1", "--json")
 	wantExit(t, err, 1, "")
 	if strings.TrimSpace(out) != `{"kind":"error","code":"invalid_request","message":"safe message"}` {
 		t.Errorf("--json error output %q", out)
 	}
 }
 
-func TestRootLegacyEngine(t *testing.T) {
+func TestNativeRootLegacyEngine(t *testing.T) {
 	// The real answer of a legacy session.
 	home := testHome(t)
 	startNativeFleet(t, home, func(req *protocol.NativeRequest) protocol.NativeResult {
 		return protocol.NativeResult{Kind: protocol.NativeKindError, Code: "native_mode_required",
 			Message: "native controls need a session started with --native-root; this session is legacy"}
 	})
-	_, _, err := runRoot(t, "abandon", "r1", "--revision", "2")
+	_, _, err := runNativeRoot(t, "abandon", "r1", "--revision", "2")
 	wantExit(t, err, 1, "the fleet is a legacy session started without --native-root")
 }
 
@@ -409,7 +461,7 @@ func testStatus() *protocol.NativeRootStatus {
 	}
 }
 
-func TestRootStatus(t *testing.T) {
+func TestNativeRootStatus(t *testing.T) {
 	home := testHome(t)
 	f := startNativeFleet(t, home, func(req *protocol.NativeRequest) protocol.NativeResult {
 		if req.Action == protocol.NativeList {
@@ -417,7 +469,7 @@ func TestRootStatus(t *testing.T) {
 		}
 		return protocol.NativeResult{Kind: protocol.NativeKindStatus, Root: testStatus()}
 	})
-	out, stderr, err := runRoot(t, "status") // the only root
+	out, stderr, err := runNativeRoot(t, "status") // the only root
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -444,7 +496,7 @@ func TestRootStatus(t *testing.T) {
 	}
 
 	// --json prints the result object.
-	out, _, err = runRoot(t, "status", "r1", "--json")
+	out, _, err = runNativeRoot(t, "status", "r1", "--json")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -454,7 +506,7 @@ func TestRootStatus(t *testing.T) {
 	}
 }
 
-func TestRootReached(t *testing.T) {
+func TestNativeRootReached(t *testing.T) {
 	if got := reachedNote("stop", "stopped"); got != " (reached)" {
 		t.Errorf("stop/stopped: %q", got)
 	}
@@ -463,10 +515,10 @@ func TestRootReached(t *testing.T) {
 	}
 }
 
-func TestRootOmittedRoot(t *testing.T) {
+func TestNativeRootOmittedRoot(t *testing.T) {
 	home := testHome(t)
 	f := startNativeFleet(t, home, oneRoot("r1", "r2"))
-	_, _, err := runRoot(t, "stop", "--revision", "3")
+	_, _, err := runNativeRoot(t, "stop", "--revision", "3")
 	wantExit(t, err, exitUsage, "r1 (revision 3), r2 (revision 4)")
 	for _, r := range f.requests() {
 		if r.Action != "list" {
@@ -474,7 +526,7 @@ func TestRootOmittedRoot(t *testing.T) {
 		}
 	}
 
-	out, _, err := runRoot(t, "list")
+	out, _, err := runNativeRoot(t, "list")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -483,7 +535,7 @@ func TestRootOmittedRoot(t *testing.T) {
 	}
 }
 
-func TestRootReclassify(t *testing.T) {
+func TestNativeRootReclassify(t *testing.T) {
 	home := testHome(t)
 	startNativeFleet(t, home, func(req *protocol.NativeRequest) protocol.NativeResult {
 		r := receiptFor(req)
@@ -492,7 +544,7 @@ func TestRootReclassify(t *testing.T) {
 			PreviousRootUnchanged: protocol.Bool(true), SessionRebound: protocol.Bool(true), Receipt: r.Receipt,
 		}
 	})
-	out, _, err := runRoot(t, "reclassify", "r1", "--revision", "7", "--operation-id", "op-r")
+	out, _, err := runNativeRoot(t, "reclassify", "r1", "--revision", "7", "--operation-id", "op-r")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -508,7 +560,7 @@ func TestRootReclassify(t *testing.T) {
 	}
 }
 
-func TestRootTimeout(t *testing.T) {
+func TestNativeRootTimeout(t *testing.T) {
 	home := testHome(t)
 	block := make(chan struct{})
 	defer close(block)
@@ -516,7 +568,7 @@ func TestRootTimeout(t *testing.T) {
 		<-block
 		return receiptFor(req)
 	})
-	_, _, err := runRoot(t, "stop", "r1", "--revision", "3", "--operation-id", "op-t", "--timeout", "200ms")
+	_, _, err := runNativeRoot(t, "stop", "r1", "--revision", "3", "--operation-id", "op-t", "--timeout", "200ms")
 	wantExit(t, err, 1, "retry with the same flags, ROOT r1, --operation-id op-t and --revision 3")
 	if !strings.Contains(err.Error(), "timed out after 200ms") {
 		t.Errorf("err %v", err)
