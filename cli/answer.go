@@ -28,16 +28,8 @@ const (
 // pendingRequest is a confirmRequest or askRequest as the fleet replayed
 // it: raw is the frame exactly as received.
 type pendingRequest struct {
-	raw     json.RawMessage
-	confirm *protocol.ConfirmRequest
-	ask     *protocol.AskRequest
-}
-
-func (p pendingRequest) id() string {
-	if p.confirm != nil {
-		return p.confirm.ID
-	}
-	return p.ask.ID
+	client.Request
+	raw json.RawMessage
 }
 
 // readPending reads the replay up to replayEnd and returns the requests
@@ -60,9 +52,9 @@ func readPending(conn *client.Conn) ([]pendingRequest, error) {
 		}
 		switch m := m.(type) {
 		case *protocol.ConfirmRequest:
-			out = append(out, pendingRequest{raw: json.RawMessage(slices.Clone(raw)), confirm: m})
+			out = append(out, pendingRequest{Request: client.Request{Confirm: m}, raw: json.RawMessage(slices.Clone(raw))})
 		case *protocol.AskRequest:
-			out = append(out, pendingRequest{raw: json.RawMessage(slices.Clone(raw)), ask: m})
+			out = append(out, pendingRequest{Request: client.Request{Ask: m}, raw: json.RawMessage(slices.Clone(raw))})
 		case *protocol.Error:
 			return nil, fmt.Errorf("the fleet reported an error: %s", console.Sanitize(m.Message))
 		case *protocol.ReplayEnd:
@@ -161,14 +153,8 @@ func writePending(w io.Writer, reqs []pendingRequest, now time.Time) error {
 		if i > 0 {
 			b.WriteByte('\n')
 		}
-		var ts int64
-		kind, text := "confirm", ""
-		if r.confirm != nil {
-			ts, text = r.confirm.Ts, r.confirm.Summary
-		} else {
-			kind, ts, text = "ask", r.ask.Ts, r.ask.Question
-		}
-		fmt.Fprintf(&b, "%s  %s", console.Sanitize(r.id()), kind)
+		ts, text := r.Ts(), r.Text()
+		fmt.Fprintf(&b, "%s  %s", console.Sanitize(r.ID()), r.Kind())
 		if ts > 0 {
 			fmt.Fprintf(&b, ", waiting %s", formatAge(now.Sub(time.UnixMilli(ts))))
 		}
@@ -177,10 +163,10 @@ func writePending(w io.Writer, reqs []pendingRequest, now time.Time) error {
 			fmt.Fprintf(&b, "  %s\n", console.Sanitize(line))
 		}
 		switch {
-		case r.confirm != nil:
-			fmt.Fprintf(&b, "  answer: fleet answer %s yes|no\n", console.Sanitize(r.id()))
-		case len(r.ask.Choices) > 0:
-			for n, c := range r.ask.Choices {
+		case r.Confirm != nil:
+			fmt.Fprintf(&b, "  answer: fleet answer %s yes|no\n", console.Sanitize(r.ID()))
+		case len(r.Ask.Choices) > 0:
+			for n, c := range r.Ask.Choices {
 				fmt.Fprintf(&b, "  %d) %s", n+1, console.Sanitize(c.Label))
 				if c.Value != c.Label {
 					fmt.Fprintf(&b, " [%s]", console.Sanitize(c.Value))
@@ -191,21 +177,16 @@ func writePending(w io.Writer, reqs []pendingRequest, now time.Time) error {
 				b.WriteByte('\n')
 			}
 			how := "a number, label or value"
-			if takesFreeform(r.ask) {
+			if r.Freeform() {
 				how += ", or free text"
 			}
-			fmt.Fprintf(&b, "  answer: fleet answer %s ANSWER (%s)\n", console.Sanitize(r.id()), how)
+			fmt.Fprintf(&b, "  answer: fleet answer %s ANSWER (%s)\n", console.Sanitize(r.ID()), how)
 		default:
-			fmt.Fprintf(&b, "  answer: fleet answer %s TEXT (free text)\n", console.Sanitize(r.id()))
+			fmt.Fprintf(&b, "  answer: fleet answer %s TEXT (free text)\n", console.Sanitize(r.ID()))
 		}
 	}
 	_, err := io.WriteString(w, b.String())
 	return err
-}
-
-// takesFreeform reports whether ask accepts text that is not a choice.
-func takesFreeform(ask *protocol.AskRequest) bool {
-	return len(ask.Choices) == 0 || ask.AllowFreeform != nil && *ask.AllowFreeform
 }
 
 // confirmWord reads a yes or no: y, yes, approve or n, no, deny, in any case.
@@ -236,7 +217,7 @@ func askAnswer(ask *protocol.AskRequest, typed string) (string, bool) {
 			return c.Value, true
 		}
 	}
-	return typed, takesFreeform(ask)
+	return typed, client.Request{Ask: ask}.Freeform()
 }
 
 // choiceList lists ask's choices: 1) label [value], …
@@ -324,18 +305,18 @@ func answerRequest(ctx context.Context, cmd *cobra.Command, conn *client.Conn, i
 	}
 	var match []pendingRequest
 	for _, r := range reqs {
-		if r.id() == id {
+		if r.ID() == id {
 			match = []pendingRequest{r}
 			break
 		}
-		if strings.HasPrefix(r.id(), id) {
+		if strings.HasPrefix(r.ID(), id) {
 			match = append(match, r)
 		}
 	}
 	if len(match) > 1 {
 		ids := make([]string, len(match))
 		for i, r := range match {
-			ids[i] = console.Sanitize(r.id())
+			ids[i] = console.Sanitize(r.ID())
 		}
 		return "", commandUsageErr(cmd, "%q matches %d waiting requests (%s); give more of the id", id, len(match), strings.Join(ids, ", "))
 	}
@@ -345,8 +326,8 @@ func answerRequest(ctx context.Context, cmd *cobra.Command, conn *client.Conn, i
 		done string // what resolving with this answer means
 	)
 	switch {
-	case len(match) == 1 && match[0].confirm != nil:
-		id = match[0].id()
+	case len(match) == 1 && match[0].Confirm != nil:
+		id = match[0].ID()
 		approve, ok := confirmWord(typed)
 		if !ok {
 			return "", commandUsageErr(cmd, "%s is a confirmation: answer yes or no (y, yes, approve; n, no, deny), not %q", console.Sanitize(id), typed)
@@ -357,7 +338,7 @@ func answerRequest(ctx context.Context, cmd *cobra.Command, conn *client.Conn, i
 			done = console.Sanitize(id) + " approved"
 		}
 	case len(match) == 1:
-		ask := match[0].ask
+		ask := match[0].Ask
 		id = ask.ID
 		text, ok := askAnswer(ask, typed)
 		if !ok {

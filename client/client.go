@@ -1,7 +1,8 @@
 // Package client is the Go SDK for a fleet's control socket: find a fleet in
 // the registry, dial it, do the hello handshake, then read typed frames and
-// send prompts and answers. Every console (fleet attach, fleet events, fleet
-// send, the TUI, the Telegram hub) speaks to a fleet through it.
+// send prompts and answers, and fold the frames into what a console keeps of
+// the fleet (State). Every console (fleet attach, fleet events, fleet send,
+// the TUI, the Telegram hub) speaks to a fleet through it.
 //
 // A Conn has one reader (the goroutine calling Next) and any number of
 // writers (Send and its helpers are safe for concurrent use).

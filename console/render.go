@@ -11,6 +11,7 @@ import (
 	"unicode"
 	"unicode/utf8"
 
+	"github.com/agents-fleet/fleet/client"
 	"github.com/agents-fleet/fleet/protocol"
 )
 
@@ -39,17 +40,15 @@ const (
 )
 
 // Renderer turns protocol messages into terminal lines. The periodic
-// snapshots (status, fleetState, fleetAnalytics) are not printed: the latest
-// of each is kept for Summary. A Renderer is not safe for concurrent use.
+// snapshots (status, fleetState, fleetAnalytics) are not printed: every
+// frame it renders is folded into its State, whose latest ones Summary
+// shows. A Renderer is not safe for concurrent use.
 type Renderer struct {
 	// Color enables ANSI colours; set it only when the output is a terminal.
 	Color bool
 
-	status    *protocol.Status
-	fleet     *protocol.FleetState
-	analytics *protocol.FleetAnalytics
-	catalog   *protocol.CommandCatalog
-	history   bool // a history line was printed since the last replayEnd
+	state   client.State
+	history bool // a history line was printed since the last replayEnd
 }
 
 // NewRenderer returns a Renderer; color enables ANSI colours.
@@ -59,6 +58,7 @@ func NewRenderer(color bool) *Renderer { return &Renderer{Color: color} }
 // are not shown. replay marks a frame received before replayEnd: its lines
 // get HistoryPrefix, and replayEnd then yields LiveMarker.
 func (r *Renderer) Render(m protocol.Message, replay bool) []string {
+	r.state.Apply(m)
 	lines := r.render(m)
 	if _, ok := m.(*protocol.ReplayEnd); ok {
 		if r.history {
@@ -104,16 +104,9 @@ func (r *Renderer) render(m protocol.Message) []string {
 		return []string{r.welcome(m)}
 	case *protocol.NativeRootResult:
 		return []string{r.native(m)}
-	case *protocol.Status:
-		r.status = m
-	case *protocol.FleetState:
-		r.fleet = m
-	case *protocol.FleetAnalytics:
-		r.analytics = m
-	case *protocol.CommandCatalog:
-		r.catalog = m
 	}
-	// pong, replayEnd, the intel snapshots and unknown types print nothing.
+	// pong, replayEnd, the dashboards, the snapshots and unknown types print
+	// nothing.
 	return nil
 }
 
@@ -329,14 +322,18 @@ func (r *Renderer) native(m *protocol.NativeRootResult) string {
 	return s
 }
 
+// State returns what the rendered frames said of the fleet: its latest
+// snapshots and its pending requests.
+func (r *Renderer) State() *client.State { return &r.state }
+
 // Summary returns the /status lines from the latest status, fleetState and
 // fleetAnalytics frames.
 func (r *Renderer) Summary() []string {
-	if r.status == nil && r.fleet == nil {
+	if r.state.Status == nil && r.state.Fleet == nil {
 		return []string{"no status received yet"}
 	}
 	var out []string
-	if f := r.fleet; f != nil {
+	if f := r.state.Fleet; f != nil {
 		c := f.Coordinator
 		state := "idle"
 		if c.IsProcessing {
@@ -411,7 +408,7 @@ func (r *Renderer) Summary() []string {
 				out = append(out, "usage: "+strings.Join(parts, ", "))
 			}
 		}
-	} else if s := r.status; s != nil {
+	} else if s := r.state.Status; s != nil {
 		state := "idle"
 		if s.Processing {
 			state = "processing"
@@ -434,7 +431,7 @@ func (r *Renderer) Summary() []string {
 			out = append(out, fmt.Sprintf("tasks: %d done, %d running, %d total", deref(s.TasksDone), deref(s.TasksActive), deref(s.TasksTotal)))
 		}
 	}
-	if a := r.analytics; a != nil && len(a.ToolUsage) > 0 {
+	if a := r.state.Analytics; a != nil && len(a.ToolUsage) > 0 {
 		var parts []string
 		for i, u := range a.ToolUsage {
 			if i == 5 {
@@ -448,7 +445,7 @@ func (r *Renderer) Summary() []string {
 }
 
 // Catalog returns the latest command catalog, or nil.
-func (r *Renderer) Catalog() *protocol.CommandCatalog { return r.catalog }
+func (r *Renderer) Catalog() *protocol.CommandCatalog { return r.state.Catalog }
 
 func deref(p *int64) int64 {
 	if p == nil {

@@ -56,32 +56,12 @@ type REPL struct {
 	// Color enables ANSI colours.
 	Color bool
 
-	// State below is owned by Run's goroutine.
+	// State below is owned by Run's goroutine. The requests seen and not
+	// resolved are render's State().Pending().
 	render   *Renderer
 	own      map[string]struct{} // requestIds of our prompts, until echoed
-	pending  []pendingRequest    // seen and not resolved, in arrival order
 	answered map[string]struct{} // ids this console answered
 	lastErr  string              // the last error frame, for the close reason
-}
-
-// pendingRequest is a confirmRequest or askRequest the REPL has seen.
-type pendingRequest struct {
-	confirm *protocol.ConfirmRequest
-	ask     *protocol.AskRequest
-}
-
-func (p pendingRequest) id() string {
-	if p.confirm != nil {
-		return p.confirm.ID
-	}
-	return p.ask.ID
-}
-
-func (p pendingRequest) kind() string {
-	if p.confirm != nil {
-		return "confirm"
-	}
-	return "ask"
 }
 
 type frameEvent struct {
@@ -246,12 +226,7 @@ func (r *REPL) handleFrame(msg protocol.Message, replay bool) {
 			delete(r.own, m.RequestID)
 			return // printed as "you: …" when typed
 		}
-	case *protocol.ConfirmRequest:
-		r.addPending(pendingRequest{confirm: m})
-	case *protocol.AskRequest:
-		r.addPending(pendingRequest{ask: m})
 	case *protocol.ConfirmResolved:
-		r.removePending(m.ID)
 		if _, mine := r.answered[m.ID]; mine {
 			delete(r.answered, m.ID)
 			if m.Reason == protocol.ReasonSuperseded {
@@ -279,25 +254,6 @@ func (r *REPL) noteAnswered(id string) {
 		clear(r.answered)
 	}
 	r.answered[id] = struct{}{}
-}
-
-func (r *REPL) addPending(p pendingRequest) {
-	for i, q := range r.pending {
-		if q.id() == p.id() {
-			r.pending[i] = p
-			return
-		}
-	}
-	r.pending = append(r.pending, p)
-}
-
-func (r *REPL) removePending(id string) {
-	for i, q := range r.pending {
-		if q.id() == id {
-			r.pending = append(r.pending[:i], r.pending[i+1:]...)
-			return
-		}
-	}
 }
 
 // handleLine acts on one typed line. quit reports /quit; err is fatal.
@@ -343,14 +299,14 @@ func (r *REPL) prompt(text string) error {
 // find resolves the id a command refers to among pending requests of kind:
 // an exact id or a unique prefix; with arg empty, the only one pending.
 // ok is false when a message explaining why was printed instead.
-func (r *REPL) find(kind, arg, usage string) (p pendingRequest, ok bool) {
-	var of []pendingRequest
-	for _, q := range r.pending {
-		if q.kind() == kind {
+func (r *REPL) find(kind protocol.ResolvedKind, arg, usage string) (p client.Request, ok bool) {
+	var of []client.Request
+	for _, q := range r.render.State().Pending() {
+		if q.Kind() == kind {
 			of = append(of, q)
 		}
 	}
-	noun := map[string]string{"confirm": "confirmation", "ask": "question"}[kind]
+	noun := map[protocol.ResolvedKind]string{protocol.KindConfirm: "confirmation", protocol.KindAsk: "question"}[kind]
 	if arg == "" {
 		switch len(of) {
 		case 0:
@@ -361,19 +317,19 @@ func (r *REPL) find(kind, arg, usage string) (p pendingRequest, ok bool) {
 		}
 		ids := make([]string, len(of))
 		for i, q := range of {
-			ids[i] = clean(q.id())
+			ids[i] = clean(q.ID())
 		}
 		r.print(fmt.Sprintf("%d %ss pending (%s); name one: %s", len(of), noun, strings.Join(ids, ", "), usage))
 		return p, false
 	}
 	for _, q := range of {
-		if q.id() == arg {
+		if q.ID() == arg {
 			return q, true
 		}
 	}
-	var match []pendingRequest
+	var match []client.Request
 	for _, q := range of {
-		if strings.HasPrefix(q.id(), arg) {
+		if strings.HasPrefix(q.ID(), arg) {
 			match = append(match, q)
 		}
 	}
@@ -389,8 +345,8 @@ func (r *REPL) confirm(approve bool, arg string) error {
 		cmd = "/yes"
 	}
 	id := arg
-	if p, ok := r.find("confirm", arg, cmd+" <id>"); ok {
-		id = p.id()
+	if p, ok := r.find(protocol.KindConfirm, arg, cmd+" <id>"); ok {
+		id = p.ID()
 	} else if arg == "" {
 		return nil // find explained why
 	}
@@ -412,7 +368,7 @@ func (r *REPL) answer(args string) error {
 	}
 	first, rest, _ := strings.Cut(args, " ")
 	rest = strings.TrimSpace(rest)
-	if p, ok := r.find("ask", first, ""); ok && rest == "" && p.id() == first {
+	if p, ok := r.find(protocol.KindAsk, first, ""); ok && rest == "" && p.ID() == first {
 		r.print("usage: " + usage) // an id without an answer
 		return nil
 	}
@@ -421,14 +377,14 @@ func (r *REPL) answer(args string) error {
 		id   string
 		text string
 	)
-	if p, ok := r.find("ask", first, ""); rest != "" && ok {
-		ask, id, text = p.ask, p.id(), rest
+	if p, ok := r.find(protocol.KindAsk, first, ""); rest != "" && ok {
+		ask, id, text = p.Ask, p.ID(), rest
 	} else {
 		n := 0
-		for _, q := range r.pending {
-			if q.ask != nil {
+		for _, q := range r.render.State().Pending() {
+			if q.Ask != nil {
 				n++
-				ask = q.ask
+				ask = q.Ask
 			}
 		}
 		switch {
@@ -441,7 +397,7 @@ func (r *REPL) answer(args string) error {
 			r.print("no pending question")
 			return nil
 		default:
-			r.find("ask", "", usage) // prints which ids are pending
+			r.find(protocol.KindAsk, "", usage) // prints which ids are pending
 			return nil
 		}
 	}
@@ -475,15 +431,12 @@ func choose(ask *protocol.AskRequest, text string) string {
 }
 
 func (r *REPL) listPending() {
-	if len(r.pending) == 0 {
+	pending := r.render.State().Pending()
+	if len(pending) == 0 {
 		r.print("no pending requests")
 		return
 	}
-	for _, p := range r.pending {
-		if p.confirm != nil {
-			r.print(r.render.Render(p.confirm, false)...)
-		} else {
-			r.print(r.render.Render(p.ask, false)...)
-		}
+	for _, p := range pending {
+		r.print(r.render.render(p.Message())...) // shown again, not folded again
 	}
 }

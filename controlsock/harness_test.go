@@ -27,11 +27,13 @@ type fakeBackend struct {
 	choices  map[string][]string
 }
 
+// Prompt records m before it echoes it: a test that saw the echo then
+// finds the prompt recorded.
 func (b *fakeBackend) Prompt(m *protocol.UserMessage) {
-	b.srv.Broadcast(m)
 	b.mu.Lock()
 	b.prompts = append(b.prompts, m.Source+": "+m.Text)
 	b.mu.Unlock()
+	b.srv.Broadcast(m)
 }
 
 func (b *fakeBackend) AnswerConfirm(id string, approve bool, reason string) error {

@@ -38,13 +38,7 @@ func (h *HistoryLimits) setDefaults() {
 // snapshotOrder is the replay order of the set-once snapshots (protocol page,
 // "Replay order on attach", step 2). hydrate is built at attach time from
 // the history rings, after these.
-var snapshotOrder = []string{
-	protocol.TypeCommandCatalog,
-	protocol.TypeFleetIntel,
-	protocol.TypeFleetEvolution,
-	protocol.TypeFleetStore,
-	protocol.TypeFleetExperiment,
-}
+var snapshotOrder = protocol.SnapshotTypes()
 
 // hydrateBudget bounds the encoded hydrate frame, with room to spare under
 // the 1 MiB frame cap: the window is trimmed to fit (the conversation to
@@ -108,14 +102,15 @@ func newReplayCache(l HistoryLimits) replayCache {
 	}
 }
 
-// observe records what a broadcast frame means for later attaches: a
-// frame that is part of the session's history (history.RecordOf decides,
-// as it does for what the journal saves) goes to the hydrate window; the
-// replay state (set-once snapshots, pending requests, the last fleetState)
-// is kept as the newest frames. frame may be part of a buffer that
-// clients' queues share (BroadcastBatch), so what is kept is copied: a
-// transcript line into the buffer of the ring slot it takes over (no
-// allocation once the ring is full), the few others cloned.
+// observe records what a broadcast frame means for later attaches, by its
+// class (protocol.ClassOf): a frame that is part of the session's history
+// (history.RecordOf makes its record, as it does for what the journal
+// saves) goes to the hydrate window; the replay state (set-once snapshots,
+// pending requests, the last fleetState) is kept as the newest frames.
+// frame may be part of a buffer that clients' queues share
+// (BroadcastBatch), so what is kept is copied: a transcript line into the
+// buffer of the ring slot it takes over (no allocation once the ring is
+// full), the few others cloned.
 func (r *replayCache) observe(m protocol.Message, frame []byte) {
 	if rec, ok := history.RecordOf(m); ok {
 		r.hydrated = nil
@@ -129,9 +124,19 @@ func (r *replayCache) observe(m protocol.Message, frame []byte) {
 		}
 		return
 	}
-	switch m := m.(type) {
-	case *protocol.FleetState:
+	switch protocol.ClassOf(m) {
+	case protocol.ClassFleetState:
 		r.fleet = bytes.Clone(frame)
+	case protocol.ClassSnapshot:
+		r.snapshots[m.MessageType()] = bytes.Clone(frame)
+	case protocol.ClassRequest:
+		r.observeRequest(m, frame)
+	}
+}
+
+// observeRequest keeps a confirm or ask until its confirmResolved.
+func (r *replayCache) observeRequest(m protocol.Message, frame []byte) {
+	switch m := m.(type) {
 	case *protocol.ConfirmRequest:
 		r.pending = append(r.pending, pendingRequest{id: m.ID, frame: bytes.Clone(frame)})
 	case *protocol.AskRequest:
@@ -143,9 +148,6 @@ func (r *replayCache) observe(m protocol.Message, frame []byte) {
 				break
 			}
 		}
-	case *protocol.CommandCatalog, *protocol.FleetIntel, *protocol.FleetEvolution,
-		*protocol.FleetStore, *protocol.FleetExperiment:
-		r.snapshots[m.MessageType()] = bytes.Clone(frame)
 	}
 }
 

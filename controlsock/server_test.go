@@ -96,6 +96,63 @@ func TestHelloWelcomeReplayOrder(t *testing.T) {
 	}
 }
 
+// TestReplayKeepsWhatTheClassSays broadcasts a frame of every server →
+// client type before a client attaches: its replay holds what
+// protocol.ClassOf says is replayed, in the protocol's order, and nothing
+// else (history frames reach it inside hydrate).
+func TestReplayKeepsWhatTheClassSays(t *testing.T) {
+	h := newHarness(t, nil)
+	var want []string
+	var requests []string
+	for _, typ := range protocol.Types() {
+		m := protocol.New(typ)
+		switch m := m.(type) {
+		case *protocol.ConfirmRequest:
+			m.ID = "c1"
+		case *protocol.AskRequest:
+			m.ID = "a1"
+		case *protocol.ConfirmResolved:
+			m.ID = "nothing pending"
+		case *protocol.Transcript:
+			m.Role, m.Agent, m.Text, m.Ts = protocol.RoleTool, "w1", "line", 5
+		}
+		switch protocol.ClassOf(m) {
+		case protocol.ClassInbound:
+			continue
+		case protocol.ClassRequest:
+			if typ != protocol.TypeConfirmResolved {
+				requests = append(requests, typ)
+			}
+		}
+		h.srv.Broadcast(m)
+	}
+	want = append(want, protocol.SnapshotTypes()...)
+	want = append(want, protocol.TypeHydrate)
+	want = append(want, requests...)
+	want = append(want, protocol.TypeFleetState, protocol.TypeReplayEnd)
+
+	c := h.dial()
+	c.sendRaw(`{"type":"hello","token":"` + testToken + `","clientKind":"repl"}`)
+	if _, ok := c.next().(*protocol.Welcome); !ok {
+		t.Fatal("first frame is not welcome")
+	}
+	var got []string
+	for {
+		m := c.next()
+		got = append(got, m.MessageType())
+		if h, ok := m.(*protocol.Hydrate); ok && (len(h.Conversation) != 2 || len(h.Transcripts) != 1 || len(h.Hub) != 1) {
+			t.Errorf("hydrate holds %d conversation entries, %d lines, %d hub events; want the 2, 1 and 1 broadcast",
+				len(h.Conversation), len(h.Transcripts), len(h.Hub))
+		}
+		if m.MessageType() == protocol.TypeReplayEnd {
+			break
+		}
+	}
+	if !slices.Equal(got, want) {
+		t.Fatalf("replay\n got %v\nwant %v", got, want)
+	}
+}
+
 func TestHelloTimeout(t *testing.T) {
 	h := newHarness(t, func(c *Config) { c.HelloTimeout = 100 * time.Millisecond })
 	c := h.dial()

@@ -243,7 +243,7 @@ func (h *hub) cmdStatus(m *telegram.Message, only *fleet) {
 			b.WriteString("\n\n")
 		}
 		b.WriteString(f.head() + " " + esc(f.state))
-		if s := f.status; s != nil {
+		if s := f.fold.Status; s != nil {
 			state := "idle"
 			if s.Processing {
 				state = "working"

@@ -9,8 +9,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/agents-fleet/fleet/client"
 	"github.com/agents-fleet/fleet/hub/telegram"
-	"github.com/agents-fleet/fleet/protocol"
 	"github.com/agents-fleet/fleet/registry"
 )
 
@@ -38,13 +38,14 @@ type fleet struct {
 	link         *link
 	connected    bool
 	attachedOnce bool
-	replaySeen   map[string]bool
 	history      int // replayed items not reposted
 
-	requests   map[string]*request // pending confirms and asks, by the fleet's id
+	// fold is what the fleet's frames said: its latest status and the
+	// requests it waits on (onFrame).
+	fold       client.State
+	requests   map[string]*request // the posted pending confirms and asks, by the fleet's id
 	ourPrompts map[string]bool     // requestIds of prompts sent from the chat
 	promptIDs  []string
-	status     *protocol.Status
 	native     nativeState
 }
 
@@ -219,7 +220,7 @@ func (h *hub) onLink(f *fleet, e linkEvent) {
 		h.detach(f, e.detach)
 	case e.up:
 		f.state, f.detail, f.connected = stateAttached, "", true
-		f.replaySeen = map[string]bool{}
+		f.fold.Attached(e.welcome)
 		f.history = 0
 		h.log.Info("fleet attached", "fleet", f.d.ID, "name", f.d.Name, "session", e.welcome.SessionID)
 	default:

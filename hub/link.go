@@ -55,17 +55,19 @@ const (
 	maxDialsLogged = 3
 )
 
-// relayed says which frames the main loop needs; the rest (dashboards,
-// and the hot transcript and tool frames unless verbose) are dropped in the
-// link's goroutine, so a flood costs the main loop nothing.
+// relayed says which frames the main loop needs, by their class
+// (protocol.ClassOf); the rest (the dashboards but status, the snapshots,
+// the file feed, and the droppable output unless verbose) are dropped in
+// the link's goroutine, so a flood costs the main loop nothing.
 func relayed(m protocol.Message, verbose bool) bool {
-	switch m.(type) {
-	case *protocol.Reply, *protocol.ConfirmRequest, *protocol.AskRequest, *protocol.ConfirmResolved,
-		*protocol.HubEvent, *protocol.UserMessage, *protocol.Error, *protocol.ReplayEnd, *protocol.Hydrate,
-		*protocol.Status, *protocol.NativeRootResult:
-		return true
-	case *protocol.Transcript, *protocol.ToolCall:
+	switch c := protocol.ClassOf(m); {
+	case c.Droppable():
 		return verbose
+	case c == protocol.ClassDashboard:
+		_, ok := m.(*protocol.Status) // what /status shows
+		return ok
+	case c.Saved(), c == protocol.ClassRequest, c == protocol.ClassBackfill, c == protocol.ClassConnection:
+		return true
 	}
 	return false
 }

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/agents-fleet/fleet/client"
 	"github.com/agents-fleet/fleet/hub/telegram"
 	"github.com/agents-fleet/fleet/protocol"
 )
@@ -24,11 +25,12 @@ type request struct {
 	outcome    string
 }
 
-// onFrame relays one frame of f.
+// onFrame relays one frame of f. f.fold keeps what the frames said of the
+// fleet (its status, its pending requests); the hub posts what it changes.
 func (h *hub) onFrame(f *fleet, m protocol.Message, replay bool) {
+	ch := f.fold.Apply(m)
 	switch m := m.(type) {
 	case *protocol.Status:
-		f.status = m
 		return
 	case *protocol.NativeRootResult:
 		h.native(f).result(h, f, m)
@@ -37,14 +39,19 @@ func (h *hub) onFrame(f *fleet, m protocol.Message, replay bool) {
 		f.history += len(m.Conversation) + len(m.Transcripts) + len(m.Hub)
 		return
 	case *protocol.ReplayEnd:
-		h.replayDone(f)
+		h.replayDone(f, ch.Gone)
 		return
-	case *protocol.ConfirmRequest:
-		h.request(f, replay, m.ID, protocol.KindConfirm, m.Summary, nil, false)
+	case *protocol.ConfirmRequest, *protocol.AskRequest:
+		// Posted once: a re-attach's replay brings it again (ch.Again).
+		if !ch.Again && !ch.Overflow {
+			h.request(f, replay, *ch.Asked)
+		}
 		return
-	case *protocol.AskRequest:
-		free := len(m.Choices) == 0 || (m.AllowFreeform != nil && *m.AllowFreeform)
-		h.request(f, replay, m.ID, protocol.KindAsk, m.Question, m.Choices, free)
+	case *protocol.ConfirmResolved:
+		// The replay carries none; a live one edits the request's posts.
+		if ch.Resolved != nil {
+			h.resolved(f, m)
+		}
 		return
 	}
 	if replay {
@@ -53,8 +60,6 @@ func (h *hub) onFrame(f *fleet, m protocol.Message, replay bool) {
 	}
 	v := h.cfg.Verbosity
 	switch m := m.(type) {
-	case *protocol.ConfirmResolved:
-		h.resolved(f, m)
 	case *protocol.Reply:
 		if t := strings.TrimSpace(m.Text); t != "" {
 			h.line(f, esc(t))
@@ -123,14 +128,12 @@ func hubEventText(m *protocol.HubEvent) string {
 	return m.From + ": " + text
 }
 
-// request posts a confirm or ask as actionable, once: on a re-attach the
-// replay brings it again and it is only marked as still pending.
-func (h *hub) request(f *fleet, replay bool, id string, kind protocol.ResolvedKind, body string, choices []protocol.AskChoiceOption, free bool) {
-	if replay && f.replaySeen != nil {
-		f.replaySeen[id] = true
-	}
-	if _, ok := f.requests[id]; ok {
-		return
+// request posts a confirm or ask that became pending as actionable.
+func (h *hub) request(f *fleet, replay bool, q client.Request) {
+	id, kind, body, free := q.ID(), q.Kind(), q.Text(), q.Freeform()
+	var choices []protocol.AskChoiceOption
+	if q.Ask != nil {
+		choices = q.Ask.Choices
 	}
 	r := &request{fleet: f, id: id, kind: kind, choices: choices, freeform: free}
 	var b strings.Builder
@@ -212,13 +215,14 @@ func (h *hub) resolved(f *fleet, m *protocol.ConfirmResolved) {
 	h.editAll(r.posts, r.text, icon, r.outcome)
 }
 
-// replayDone ends a (re-)attach: requests that were pending when the link
-// dropped and are not any more were resolved while the hub was away; the
-// first attach gets one summary line instead of the history.
-func (h *hub) replayDone(f *fleet) {
-	for id, r := range f.requests {
-		if !f.replaySeen[id] {
-			delete(f.requests, id)
+// replayDone ends a (re-)attach: gone are the requests that were pending
+// when the link dropped and that the replay did not bring again, resolved
+// while the hub was away; the first attach gets one summary line instead
+// of the history.
+func (h *hub) replayDone(f *fleet, gone []client.Request) {
+	for _, q := range gone {
+		if r := f.requests[q.ID()]; r != nil {
+			delete(f.requests, q.ID())
 			r.done, r.outcome = true, "no longer pending: resolved while the hub was away"
 			h.editAll(r.posts, r.text, "↪️", r.outcome)
 		}

@@ -198,7 +198,8 @@ func New(st *store.Store, session string, next Publisher, log *slog.Logger, opts
 // line is dropped, a status, fleetState or fleetAnalytics snapshot
 // replaces the one of its type still queued (which is then not sent), and
 // other events are kept; past four times the bound, events other than
-// confirm/ask requests and their resolutions are dropped too. Once the
+// confirm/ask requests and their resolutions are dropped too (what is
+// which: protocol.ClassOf). Once the
 // queue has drained to QueueLen, one system transcript line says what was
 // dropped.
 func (j *Journal) Broadcast(m protocol.Message) {
@@ -300,11 +301,14 @@ func (j *Journal) admitLocked(it *item) bool {
 		o.rows[k] = next
 		return true
 	case it.rec.Transcript != nil:
+		// The saved output (protocol.ClassSavedOutput): the flood, dropped
+		// first. Tool calls, droppable too, are not saved and are kept
+		// until the hard bound like other events.
 		o.lines++
 		return false
 	}
-	switch it.msg.(type) {
-	case *protocol.Status, *protocol.FleetState, *protocol.FleetAnalytics:
+	switch c := protocol.ClassOf(it.msg); {
+	case c.Coalesced():
 		t := it.msg.MessageType()
 		if p, ok := o.snaps[t]; ok && j.q.has(p) {
 			j.dropLocked(j.q.at(p))
@@ -312,7 +316,7 @@ func (j *Journal) admitLocked(it *item) bool {
 		}
 		o.snaps[t] = next
 		return true
-	case *protocol.ConfirmRequest, *protocol.AskRequest, *protocol.ConfirmResolved:
+	case c == protocol.ClassRequest:
 		// A request no console sees would leave its task (or agent CLI)
 		// waiting; the engine bounds how many are pending.
 		return true

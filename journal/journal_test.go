@@ -281,3 +281,16 @@ func (p *batchCheckingPublisher) BroadcastBatch(ms []protocol.Message) {
 		p.Broadcast(m)
 	}
 }
+
+// TestSavedIsWhatHistoryRecords: the journal saves what history.RecordOf
+// makes a record of, and coalesces and keeps by protocol.ClassOf; the two
+// must agree on which frames are the session's history.
+func TestSavedIsWhatHistoryRecords(t *testing.T) {
+	for _, typ := range protocol.Types() {
+		m := protocol.New(typ)
+		_, saved := history.RecordOf(m)
+		if c := protocol.ClassOf(m); saved != c.Saved() {
+			t.Errorf("%s: history.RecordOf keeps it: %v; its class (%d) says saved: %v", typ, saved, c, c.Saved())
+		}
+	}
+}

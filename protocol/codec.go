@@ -34,9 +34,8 @@ func (e *DecodeError) Error() string { return e.Msg }
 
 // entry is one known message type.
 type entry struct {
-	new        func() Message
-	info       *typeInfo
-	fromClient bool
+	new  func() Message
+	info *typeInfo
 }
 
 var registry = map[string]*entry{}
@@ -44,46 +43,47 @@ var registry = map[string]*entry{}
 func register[T any, PT interface {
 	*T
 	Message
-}](fromClient bool) {
+}]() {
 	typ := PT(new(T)).MessageType()
 	registry[typ] = &entry{
-		new:        func() Message { return PT(new(T)) },
-		info:       infoFor(reflect.TypeFor[T]()),
-		fromClient: fromClient,
+		new:  func() Message { return PT(new(T)) },
+		info: infoFor(reflect.TypeFor[T]()),
 	}
 }
 
+// init registers every message type; classOf (class.go) says what each is
+// for, the direction included.
 func init() {
-	register[Hello](true)
-	register[Prompt](true)
-	register[ConfirmResponse](true)
-	register[AskResponse](true)
-	register[Ping](true)
-	register[NativeRoot](true)
+	register[Hello]()
+	register[Prompt]()
+	register[ConfirmResponse]()
+	register[AskResponse]()
+	register[Ping]()
+	register[NativeRoot]()
 
-	register[NativeRootResult](false)
-	register[Welcome](false)
-	register[UserMessage](false)
-	register[Reply](false)
-	register[Status](false)
-	register[ConfirmRequest](false)
-	register[AskRequest](false)
-	register[ConfirmResolved](false)
-	register[ReplayEnd](false)
-	register[Error](false)
-	register[Pong](false)
-	register[Transcript](false)
-	register[FleetState](false)
-	register[FleetAnalytics](false)
-	register[FileChange](false)
-	register[ToolCall](false)
-	register[HubEvent](false)
-	register[Hydrate](false)
-	register[CommandCatalog](false)
-	register[FleetIntel](false)
-	register[FleetEvolution](false)
-	register[FleetStore](false)
-	register[FleetExperiment](false)
+	register[NativeRootResult]()
+	register[Welcome]()
+	register[UserMessage]()
+	register[Reply]()
+	register[Status]()
+	register[ConfirmRequest]()
+	register[AskRequest]()
+	register[ConfirmResolved]()
+	register[ReplayEnd]()
+	register[Error]()
+	register[Pong]()
+	register[Transcript]()
+	register[FleetState]()
+	register[FleetAnalytics]()
+	register[FileChange]()
+	register[ToolCall]()
+	register[HubEvent]()
+	register[Hydrate]()
+	register[CommandCatalog]()
+	register[FleetIntel]()
+	register[FleetEvolution]()
+	register[FleetStore]()
+	register[FleetExperiment]()
 }
 
 // Types returns the type names of every message this package knows, sorted.
@@ -96,12 +96,19 @@ func Types() []string {
 	return out
 }
 
-// FromClient reports whether typ is a known client → server message type.
-// A server can use it to ignore server → client types a client sends.
-func FromClient(typ string) bool {
-	e := registry[typ]
-	return e != nil && e.fromClient
+// New returns a new zero message of the registered type typ, as a pointer
+// (the form Decode returns), or nil when typ is not registered.
+func New(typ string) Message {
+	if e := registry[typ]; e != nil {
+		return e.new()
+	}
+	return nil
 }
+
+// FromClient reports whether typ is a known client → server message type
+// (ClassInbound). A server can use it to ignore server → client types a
+// client sends.
+func FromClient(typ string) bool { return classOf(typ) == ClassInbound }
 
 // encoder is a pooled json.Encoder that does not escape <, > and & (the
 // frames are not HTML, and JSON.stringify does not escape them either).
