@@ -92,11 +92,7 @@ the file is invalid.`,
 }
 
 func runExperiment(cmd *cobra.Command, f *experiment.File, parallel int, keep, asJSON bool) error {
-	home, err := config.Home()
-	if err != nil {
-		return err
-	}
-	file, err := config.Load(home)
+	home, file, err := config.LoadHome()
 	if err != nil {
 		return err
 	}

@@ -42,11 +42,7 @@ flags win over it. See docs/hub.md.`,
 			if err := level.UnmarshalText([]byte(logLevel)); err != nil {
 				return fmt.Errorf("--log-level %q: use debug, info, warn or error", logLevel)
 			}
-			home, err := config.Home()
-			if err != nil {
-				return err
-			}
-			file, err := config.Load(home)
+			home, file, err := config.LoadHome()
 			if err != nil {
 				return err
 			}

@@ -67,11 +67,7 @@ kept. A running fleet prunes by intel.retentionDays when it starts.`,
 				return usageErr("--older-than must be positive, e.g. 720h")
 			}
 			if olderThan <= 0 {
-				home, err := config.Home()
-				if err != nil {
-					return err
-				}
-				file, err := config.Load(home)
+				_, file, err := config.LoadHome()
 				if err != nil {
 					return err
 				}

@@ -257,11 +257,7 @@ for (/pr in a fleet) goes through the fleet's confirm policy instead.
   fleet pr w3 --draft --remote upstream`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			home, err := config.Home()
-			if err != nil {
-				return err
-			}
-			file, err := config.Load(home)
+			_, file, err := config.LoadHome()
 			if err != nil {
 				return err
 			}

@@ -147,11 +147,7 @@ func runFleet(cmd *cobra.Command, o runOptions, prompt string) error {
 		return fmt.Errorf("--log-level %q: use debug, info, warn or error", o.logLevel)
 	}
 
-	home, err := config.Home()
-	if err != nil {
-		return err
-	}
-	file, err := config.Load(home)
+	home, file, err := config.LoadHome()
 	if err != nil {
 		return err
 	}

@@ -278,6 +278,16 @@ type FileError struct {
 func (e *FileError) Error() string { return e.Path + ": " + e.Err.Error() }
 func (e *FileError) Unwrap() error { return e.Err }
 
+// LoadHome locates fleetHome (Home) and reads its config.json (Load): what
+// every command that acts on the fleet home starts with.
+func LoadHome() (home string, file File, err error) {
+	if home, err = Home(); err != nil {
+		return "", File{}, err
+	}
+	file, err = Load(home)
+	return home, file, err
+}
+
 // Load reads <home>/config.json. A missing file is not an error (zero File).
 // A malformed file is a *FileError naming the file and the problem: a JSON
 // syntax error with its line and column, a wrong type with the field path,
