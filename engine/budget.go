@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
-	"time"
 
 	"github.com/agents-fleet/fleet/intel/record"
 	"github.com/agents-fleet/fleet/protocol"
@@ -446,45 +445,19 @@ func (e *Engine) budgetHold(ctx context.Context, h *host, id, reason string) boo
 	}
 	e.mu.Unlock()
 	if h != nil {
-		defer func() {
-			e.mu.Lock()
-			if h.t.status == taskBlocked && ctx.Err() == nil {
-				h.w.status = workerRunning
-				e.setTaskLocked(h.t, taskRunning, "")
-			}
-			e.mu.Unlock()
-		}()
+		defer e.resumeHeld(ctx, h)
 	}
-	for {
-		changed := e.nativeChanged()
-		actx, cancel := context.WithTimeout(ctx, nativeTimeout)
-		adm, err := g.Admit(actx, id)
-		cancel()
-		switch {
-		case err != nil:
-			e.log.Error("ask the native root about a budget hold", "id", id, "err", err)
-		case adm.Start: // released
-			s := Settlement{TaskID: id, At: time.Now()}
-			if h != nil {
-				s.WorkerID = h.w.id
-			}
-			sctx, cancel := context.WithTimeout(context.Background(), nativeTimeout)
-			if _, err := g.Settle(sctx, s); err != nil {
-				e.log.Error("settle a released budget hold", "id", id, "err", err)
-			}
-			cancel()
-			return true
-		case adm.Refuse != "":
-			return false
-		}
-		select {
-		case <-changed:
-		case <-ctx.Done():
-			return false
-		case <-e.admitStop:
-			return false
-		}
+	workerID := ""
+	if h != nil {
+		workerID = h.w.id
 	}
+	// An error asking the root is logged and asked again at its next
+	// change: a budget hold has no CLI waiting to be told.
+	started, _ := e.awaitRoot(ctx, id, workerID, e.admitStop, func(err error) error {
+		e.log.Error("ask the native root about a budget hold", "id", id, "err", err)
+		return nil
+	})
+	return started
 }
 
 // settleBudgetAsksLocked resolves, as approved, the legacy budget confirms

@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -121,13 +122,24 @@ func (h *host) nativeApproval(ctx context.Context, r provider.PermissionRequest,
 		h.blocked--
 		h.mu.Unlock()
 		h.touch(nowMs())
-		e.mu.Lock()
-		if h.t.status == taskBlocked && ctx.Err() == nil {
-			h.w.status = workerRunning
-			e.setTaskLocked(h.t, taskRunning, "")
-		}
-		e.mu.Unlock()
+		e.resumeHeld(ctx, h)
 	}()
+	started, err := e.awaitRoot(ctx, id, h.w.id, nil, func(err error) error {
+		return fmt.Errorf("ask the native root about %s: %w", id, err)
+	})
+	if err == errWaitEnded {
+		return false, provider.ErrNoAnswer
+	}
+	return started, err
+}
+
+// awaitRoot waits for the native root's decision on the reserved id:
+// started (settled at once, so the record says how it ended) or refused.
+// onErr decides what an error asking the root does: nil asks again at the
+// root's next change, an error ends the wait with it. The wait also ends,
+// with errWaitEnded, when ctx or stop (when not nil) ends.
+func (e *Engine) awaitRoot(ctx context.Context, id, workerID string, stop <-chan struct{}, onErr func(error) error) (started bool, err error) {
+	g := e.cfg.Governor
 	for {
 		changed := e.nativeChanged()
 		actx, cancel := context.WithTimeout(ctx, nativeTimeout)
@@ -135,11 +147,13 @@ func (h *host) nativeApproval(ctx context.Context, r provider.PermissionRequest,
 		cancel()
 		switch {
 		case err != nil:
-			return false, fmt.Errorf("ask the native root about %s: %w", id, err)
+			if err := onErr(err); err != nil {
+				return false, err
+			}
 		case adm.Start:
 			sctx, cancel := context.WithTimeout(context.Background(), nativeTimeout)
-			if _, err := g.Settle(sctx, Settlement{TaskID: id, WorkerID: h.w.id, At: time.Now()}); err != nil {
-				e.log.Error("settle an approved tool request", "id", id, "err", err)
+			if _, err := g.Settle(sctx, Settlement{TaskID: id, WorkerID: workerID, At: time.Now()}); err != nil {
+				e.log.Error("settle what the native root started", "id", id, "err", err)
 			}
 			cancel()
 			return true, nil
@@ -149,8 +163,23 @@ func (h *host) nativeApproval(ctx context.Context, r provider.PermissionRequest,
 		select {
 		case <-changed:
 		case <-ctx.Done():
-			return false, provider.ErrNoAnswer
+			return false, errWaitEnded
+		case <-stop:
+			return false, errWaitEnded
 		}
+	}
+}
+
+var errWaitEnded = errors.New("the wait for the native root ended")
+
+// resumeHeld puts h's task back to running after a hold, unless the hold
+// ended it or ctx ended.
+func (e *Engine) resumeHeld(ctx context.Context, h *host) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if h.t.status == taskBlocked && ctx.Err() == nil {
+		h.w.status = workerRunning
+		e.setTaskLocked(h.t, taskRunning, "")
 	}
 }
 
