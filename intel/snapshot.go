@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/agents-fleet/fleet/internal/sqlitefile"
 	"github.com/agents-fleet/fleet/protocol"
 )
 
@@ -366,17 +367,7 @@ func (s *Store) Experiments(ctx context.Context, now time.Time) (*protocol.Fleet
 
 // each runs query and calls fn for each row.
 func each(ctx context.Context, q querier, fn func(*sql.Rows) error, query string, args ...any) error {
-	rows, err := q.QueryContext(ctx, query, args...)
-	if err != nil {
-		return err
-	}
-	defer rows.Close()
-	for rows.Next() {
-		if err := fn(rows); err != nil {
-			return err
-		}
-	}
-	return rows.Err()
+	return sqlitefile.Each(ctx, q, fn, query, args...)
 }
 
 // score is a success count: passed of judged, out of uses runs.

@@ -57,15 +57,7 @@ const (
 //go:embed migrations/*.sql
 var migrationFiles embed.FS
 
-var migrations = mustLoadMigrations()
-
-func mustLoadMigrations() []sqlmigrate.Migration {
-	ms, err := sqlmigrate.Load(migrationFiles)
-	if err != nil {
-		panic("intel: " + err.Error())
-	}
-	return ms
-}
+var migrations = sqlmigrate.MustLoad(migrationFiles, "intel")
 
 // SchemaVersion is the schema version this binary writes.
 func SchemaVersion() int { return len(migrations) }

@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 
+	"github.com/agents-fleet/fleet/internal/sqlitefile"
 	"github.com/agents-fleet/fleet/protocol"
 )
 
@@ -141,18 +142,9 @@ func pendingReceipts(ctx context.Context, tx *sql.Tx, st *protocol.NativeRootSta
 	return out, err
 }
 
+// each runs q and calls fn for each row.
 func each(ctx context.Context, tx *sql.Tx, q string, args []any, fn func(*sql.Rows) error) error {
-	rows, err := tx.QueryContext(ctx, q, args...)
-	if err != nil {
-		return err
-	}
-	defer rows.Close()
-	for rows.Next() {
-		if err := fn(rows); err != nil {
-			return err
-		}
-	}
-	return rows.Err()
+	return sqlitefile.Each(ctx, tx, fn, q, args...)
 }
 
 // Intent returns the intent of rootID (the bound root when "") and the

@@ -259,15 +259,7 @@ func prepareFile(p string) error {
 //go:embed migrations/*.sql
 var migrationFiles embed.FS
 
-var migrations = mustLoadMigrations()
-
-func mustLoadMigrations() []sqlmigrate.Migration {
-	ms, err := sqlmigrate.Load(migrationFiles)
-	if err != nil {
-		panic("native: " + err.Error())
-	}
-	return ms
-}
+var migrations = sqlmigrate.MustLoad(migrationFiles, "native")
 
 // migrate applies the pending migrations (package sqlmigrate); a database
 // newer than this binary is refused with ErrSchemaTooNew.

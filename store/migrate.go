@@ -18,15 +18,7 @@ var migrationFiles embed.FS
 
 // migrations is the embedded list, in order. A malformed list is a
 // programmer error, caught by the package's tests.
-var migrations = mustLoadMigrations()
-
-func mustLoadMigrations() []sqlmigrate.Migration {
-	ms, err := sqlmigrate.Load(migrationFiles)
-	if err != nil {
-		panic("store: " + err.Error())
-	}
-	return ms
-}
+var migrations = sqlmigrate.MustLoad(migrationFiles, "store")
 
 // SchemaVersion is the schema version this binary writes: the number of the
 // last embedded migration.

@@ -164,3 +164,24 @@ func IsBusy(err error) bool {
 	}
 	return false
 }
+
+// Querier is what Each queries: a *sql.DB, *sql.Tx or *sql.Conn.
+type Querier interface {
+	QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error)
+}
+
+// Each runs query and calls fn for each row, closing the rows however it
+// ends.
+func Each(ctx context.Context, q Querier, fn func(*sql.Rows) error, query string, args ...any) error {
+	rows, err := q.QueryContext(ctx, query, args...)
+	if err != nil {
+		return err
+	}
+	defer rows.Close()
+	for rows.Next() {
+		if err := fn(rows); err != nil {
+			return err
+		}
+	}
+	return rows.Err()
+}

@@ -22,6 +22,17 @@ type Migration struct {
 	SQL     string
 }
 
+// MustLoad is Load for a package's embedded list, read at start: a
+// malformed list is a programmer error (each package's tests load it), so
+// it panics, naming owner.
+func MustLoad(fsys fs.FS, owner string) []Migration {
+	ms, err := Load(fsys)
+	if err != nil {
+		panic(owner + ": " + err.Error())
+	}
+	return ms
+}
+
 // Load reads migrations/*.sql from fsys, in order, and checks the numbering.
 func Load(fsys fs.FS) ([]Migration, error) {
 	names, err := fs.Glob(fsys, "migrations/*.sql")
