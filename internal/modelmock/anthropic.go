@@ -10,26 +10,9 @@ import (
 // stream:true, a plain JSON message otherwise (Claude Code falls back to the
 // non-streaming form when a stream lacks message_start).
 func (x *exchange) anthropicMessages() {
-	b, err := x.body()
-	var req anthropicRequest
-	if err == nil {
-		req, err = parseAnthropic(b)
-	}
-	if err != nil {
-		x.anthropicError(http.StatusBadRequest, "modelmock: "+err.Error())
+	req, t, model, ok := begin(x, parseAnthropic, x.anthropicError)
+	if !ok {
 		return
-	}
-	prompt, turn := req.route()
-	rule, t := x.s.currentScript().pick(prompt, turn)
-	x.routed(rule, turn, req.Model)
-	x.wait(t.Delay, t.Hang)
-	if t.Status != 0 {
-		x.anthropicError(t.Status, forcedMessage(t))
-		return
-	}
-	model := req.Model
-	if model == "" {
-		model = "modelmock"
 	}
 	n := x.s.itemSeq.Add(1)
 	msgID, reqID := fmt.Sprintf("msg_mock_%d", n), fmt.Sprintf("req_mock_%d", n)

@@ -11,26 +11,9 @@ import (
 // OpenAI Responses SSE stream. Codex needs response.output_item.done for
 // each item and response.completed; the other events are sent too.
 func (x *exchange) openaiResponses() {
-	b, err := x.body()
-	var req openaiRequest
-	if err == nil {
-		req, err = parseOpenAI(b)
-	}
-	if err != nil {
-		x.openaiError(http.StatusBadRequest, "modelmock: "+err.Error())
+	req, t, model, ok := begin(x, parseOpenAI, x.openaiError)
+	if !ok {
 		return
-	}
-	prompt, turn := req.route()
-	rule, t := x.s.currentScript().pick(prompt, turn)
-	x.routed(rule, turn, req.Model)
-	x.wait(t.Delay, t.Hang)
-	if t.Status != 0 {
-		x.openaiError(t.Status, forcedMessage(t))
-		return
-	}
-	model := req.Model
-	if model == "" {
-		model = "modelmock"
 	}
 	respID := fmt.Sprintf("resp_mock_%d", x.s.itemSeq.Add(1))
 	if t.Malformed {

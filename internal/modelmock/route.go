@@ -3,6 +3,7 @@ package modelmock
 import (
 	"bytes"
 	"encoding/json"
+	"net/http"
 	"strings"
 )
 
@@ -317,4 +318,41 @@ func mustJSON(v any) json.RawMessage {
 		panic(err) // only called with strings
 	}
 	return b
+}
+
+// apiRequest is a parsed request of either API.
+type apiRequest interface {
+	route() (prompt string, turn int)
+	model() string
+}
+
+func (r anthropicRequest) model() string { return r.Model }
+func (r openaiRequest) model() string    { return r.Model }
+
+// begin reads and parses the exchange's request, picks the script's turn
+// for it, and waits or fails as the turn says (fail writes the API's error
+// form). ok is false when the exchange was answered already; model is the
+// request's, or "modelmock".
+func begin[R apiRequest](x *exchange, parse func([]byte) (R, error), fail func(status int, msg string)) (req R, t Turn, model string, ok bool) {
+	b, err := x.body()
+	if err == nil {
+		req, err = parse(b)
+	}
+	if err != nil {
+		fail(http.StatusBadRequest, "modelmock: "+err.Error())
+		return req, t, "", false
+	}
+	prompt, turn := req.route()
+	var rule string
+	rule, t = x.s.currentScript().pick(prompt, turn)
+	x.routed(rule, turn, req.model())
+	x.wait(t.Delay, t.Hang)
+	if t.Status != 0 {
+		fail(t.Status, forcedMessage(t))
+		return req, t, "", false
+	}
+	if model = req.model(); model == "" {
+		model = "modelmock"
+	}
+	return req, t, model, true
 }
