@@ -83,39 +83,33 @@ func newRecorder(s *Store, log *slog.Logger) *Recorder {
 	return r
 }
 
-// Session queues a session record: its start, and later its end (a later
-// record's non-empty fields win).
-func (r *Recorder) Session(x record.Session) {
+// queue fills a free slot with set and wakes the writer; when no slot is
+// free, slotLocked has counted the drop.
+func (r *Recorder) queue(set func(*item)) {
 	r.mu.Lock()
 	it := r.slotLocked()
 	if it != nil {
-		it.kind, it.sess = itemSession, x
+		set(it)
 	}
 	r.mu.Unlock()
 	r.signal(it)
+}
+
+// Session queues a session record: its start, and later its end (a later
+// record's non-empty fields win).
+func (r *Recorder) Session(x record.Session) {
+	r.queue(func(it *item) { it.kind, it.sess = itemSession, x })
 }
 
 // Run queues a settled run. A run recorded again with the same ID replaces
 // the earlier one.
 func (r *Recorder) Run(x record.Run) {
-	r.mu.Lock()
-	it := r.slotLocked()
-	if it != nil {
-		it.kind, it.run = itemRun, x
-	}
-	r.mu.Unlock()
-	r.signal(it)
+	r.queue(func(it *item) { it.kind, it.run = itemRun, x })
 }
 
 // Steering queues an operator's steering action.
 func (r *Recorder) Steering(x record.Steering) {
-	r.mu.Lock()
-	it := r.slotLocked()
-	if it != nil {
-		it.kind, it.steer = itemSteering, x
-	}
-	r.mu.Unlock()
-	r.signal(it)
+	r.queue(func(it *item) { it.kind, it.steer = itemSteering, x })
 }
 
 // slotLocked returns the queue's next (zeroed) slot, or nil, counting a
