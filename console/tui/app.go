@@ -40,8 +40,8 @@ type Config struct {
 const (
 	frameTick = time.Second / 30
 	// maxBuffered bounds the frames waiting for the next tick. Past it the
-	// oldest output frames (transcript, toolCall) are dropped and counted;
-	// requests and everything else are kept.
+	// oldest output frames (protocol.Class.Droppable: transcript, toolCall)
+	// are dropped and counted; requests and everything else are kept.
 	maxBuffered  = 20000
 	redialMin    = 250 * time.Millisecond
 	redialMax    = 10 * time.Second
@@ -241,13 +241,10 @@ func (a *app) push(id string, m protocol.Message, replay bool) {
 		kept := a.frames[:0]
 		excess := len(a.frames) - maxBuffered/2
 		for _, f := range a.frames {
-			switch f.m.(type) {
-			case *protocol.Transcript, *protocol.ToolCall:
-				if excess > 0 {
-					excess--
-					a.dropped++
-					continue
-				}
+			if excess > 0 && protocol.ClassOf(f.m).Droppable() {
+				excess--
+				a.dropped++
+				continue
 			}
 			kept = append(kept, f)
 		}

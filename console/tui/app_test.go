@@ -140,7 +140,7 @@ func waitModel(t *testing.T, a *app, what string, cond func(m *Model) bool) time
 func attachedTo(f *testFleet, sid string) func(m *Model) bool {
 	return func(m *Model) bool {
 		c := m.cur()
-		return m.Selected() == f.desc.ID && c != nil && c.conn == connUp && c.welcome != nil && c.welcome.SessionID == sid
+		return m.Selected() == f.desc.ID && c != nil && c.conn == connUp && c.fold.Welcome != nil && c.fold.Welcome.SessionID == sid
 	}
 }
 

@@ -3,12 +3,14 @@ package tui
 import (
 	"time"
 
+	"github.com/agents-fleet/fleet/client"
 	"github.com/agents-fleet/fleet/protocol"
 )
 
-// What the console keeps of each fleet: the latest snapshots, bounded
-// histories (conversation, transcripts, feed) and the request queue, all
-// cleaned for display. fold.go fills it from frames; the tabs read it.
+// What the console keeps of each fleet: the latest snapshots and the
+// request queue (client.State, the fold every console shares), and
+// bounded histories (conversation, transcripts, feed) cleaned for display.
+// fold.go fills it from frames; the tabs read it.
 
 // connState is the app's connection to a fleet.
 type connState int
@@ -22,7 +24,6 @@ const (
 // fleet is everything known about one fleet.
 type fleet struct {
 	ref     FleetRef
-	welcome *protocol.Welcome
 	conn    connState
 	connErr string
 	retryIn time.Duration
@@ -30,15 +31,10 @@ type fleet struct {
 
 	lastFrame time.Time
 
-	status     *protocol.Status
-	state      *protocol.FleetState
-	stateAt    time.Time
-	analytics  *protocol.FleetAnalytics
-	catalog    *protocol.CommandCatalog
-	intel      *protocol.FleetIntel
-	evolution  *protocol.FleetEvolution
-	store      *protocol.FleetStore
-	experiment *protocol.FleetExperiment
+	// fold holds the newest welcome, dashboards and snapshots, and the
+	// requests the fleet is waiting on, oldest first.
+	fold    client.State
+	stateAt time.Time // when fold.Fleet came
 
 	conv      ring[convEntry]
 	convBytes int
@@ -46,8 +42,9 @@ type fleet struct {
 	logTick   int64
 	feed      ring[feedEntry]
 
-	pending   []*request
-	overflow  int // requests beyond maxPending, not shown
+	// answering is what we sent for a pending request, by id, until its
+	// confirmResolved; it is never larger than the pending list.
+	answering map[string]string
 	dismissed ring[dismissal]
 	answered  idSet
 	own       idSet
@@ -58,6 +55,8 @@ type fleet struct {
 func newFleet(id string) *fleet {
 	return &fleet{
 		ref:       FleetRef{ID: id},
+		fold:      client.State{MaxPending: maxPending},
+		answering: map[string]string{},
 		conv:      newRing[convEntry](maxConversation),
 		logs:      map[string]*workerLog{},
 		feed:      newRing[feedEntry](maxFeed),
@@ -82,11 +81,11 @@ func (f *fleet) resetSession() {
 
 // name is how the operator knows the fleet.
 func (f *fleet) name() string {
-	if f.welcome != nil && f.welcome.SessionName != "" {
-		return oneLine(f.welcome.SessionName)
+	if w := f.fold.Welcome; w != nil && w.SessionName != "" {
+		return oneLine(w.SessionName)
 	}
-	if f.state != nil && f.state.Session != nil && f.state.Session.SessionName != "" {
-		return oneLine(f.state.Session.SessionName)
+	if s := f.fold.Fleet; s != nil && s.Session != nil && s.Session.SessionName != "" {
+		return oneLine(s.Session.SessionName)
 	}
 	if f.ref.Name != "" {
 		return oneLine(f.ref.Name)
@@ -140,39 +139,13 @@ type feedEntry struct {
 	what  string
 }
 
-// request is a pending confirm or ask.
-type request struct {
-	id        string
-	confirm   *protocol.ConfirmRequest
-	ask       *protocol.AskRequest
-	ts        int64
-	text      string   // the summary or question, raw
-	lines     []string // cleaned lines of text
-	answering string   // what we sent, "" until answered
-}
-
-// choices returns the ask's choices, nil for a confirm.
-func (r *request) choices() []protocol.AskChoiceOption {
-	if r.ask == nil {
-		return nil
-	}
-	return r.ask.Choices
-}
-
-// freeform says whether a typed answer is accepted.
-func (r *request) freeform() bool {
-	if r.ask == nil {
-		return false
-	}
-	return len(r.ask.Choices) == 0 || (r.ask.AllowFreeform != nil && *r.ask.AllowFreeform)
-}
-
-// pendingList is f's request queue; a nil f has none.
-func (f *fleet) pendingList() []*request {
+// pending is f's request queue, oldest first; a nil f has none. The
+// slice is the fold's own: read it before the next frame, never keep it.
+func (f *fleet) pending() []client.Request {
 	if f == nil {
 		return nil
 	}
-	return f.pending
+	return f.fold.Pending()
 }
 
 // dismissal is a request resolved without the operator: answered

@@ -3,12 +3,16 @@ package tui
 import (
 	"time"
 
+	"github.com/agents-fleet/fleet/client"
 	"github.com/agents-fleet/fleet/protocol"
 )
 
 // The fold: how a fleet's frames become what the console keeps of it
 // (fleet.go). Frames come in here only; the tabs read the fleet they fold
-// into (the diff pane alone watches the frames, for its answer).
+// into (the diff pane alone watches the frames, for its answer). The
+// snapshots and the request queue are client.State's; this file adds what
+// only a screen keeps: the cleaned histories, the answers we sent and the
+// requests dismissed elsewhere.
 
 // Apply folds one frame of fleet id into the model. replay marks history
 // (between welcome and replayEnd): folded the same way, without alerts or
@@ -24,18 +28,17 @@ func (m *Model) Apply(id string, msg protocol.Message, replay bool) {
 	if d := m.tabs.workers.diff; d != nil {
 		d.watch(id, msg, replay)
 	}
-	if r := f.fold(msg, replay, m.now()); r != nil && !replay {
-		m.notify(f, r)
+	if ch := f.apply(msg, replay, m.now()); ch.Asked != nil && !ch.Again && !ch.Overflow && !replay {
+		m.notify(f, *ch.Asked)
 	}
 }
 
-// fold folds one frame into f, received at now. added is the request the
-// frame put in the queue, if any.
-func (f *fleet) fold(msg protocol.Message, replay bool, now time.Time) (added *request) {
+// apply folds one frame into f, received at now, and returns what it did
+// to the request queue.
+func (f *fleet) apply(msg protocol.Message, replay bool, now time.Time) client.Change {
 	f.lastFrame = now
+	ch := f.fold.Apply(msg)
 	switch v := msg.(type) {
-	case *protocol.Welcome:
-		f.welcome = v
 	case *protocol.UserMessage:
 		mine := v.RequestID != "" && f.own.remove(v.RequestID)
 		who := oneLine(v.Source)
@@ -47,22 +50,8 @@ func (f *fleet) fold(msg protocol.Message, replay bool, now time.Time) (added *r
 		f.addConv(convEntry{who: who, mine: mine, role: protocol.RoleUser, text: v.Text})
 	case *protocol.Reply:
 		f.addConv(convEntry{who: "fleet", role: protocol.RoleAssistant, text: v.Text})
-	case *protocol.Status:
-		f.status = v
 	case *protocol.FleetState:
-		f.state, f.stateAt = v, now
-	case *protocol.FleetAnalytics:
-		f.analytics = v
-	case *protocol.CommandCatalog:
-		f.catalog = v
-	case *protocol.FleetIntel:
-		f.intel = v
-	case *protocol.FleetEvolution:
-		f.evolution = v
-	case *protocol.FleetStore:
-		f.store = v
-	case *protocol.FleetExperiment:
-		f.experiment = v
+		f.stateAt = now
 	case *protocol.Hydrate:
 		f.hydrate(v)
 	case *protocol.Transcript:
@@ -87,17 +76,15 @@ func (f *fleet) fold(msg protocol.Message, replay bool, now time.Time) (added *r
 	case *protocol.Error:
 		// error frames carry no time: stamp them on arrival.
 		f.feed.push(feedEntry{kind: feedErrors, isErr: true, ts: now.UnixMilli(), icon: "!", who: "error", what: clip(oneLine(v.Message))})
-	case *protocol.ConfirmRequest:
-		return f.addRequest(&request{id: v.ID, confirm: v, ts: v.Ts, text: v.Summary})
-	case *protocol.AskRequest:
-		return f.addRequest(&request{id: v.ID, ask: v, ts: v.Ts, text: v.Question})
 	case *protocol.ConfirmResolved:
-		f.resolve(v, replay)
+		f.resolved(v, ch.Resolved, replay)
 	case *protocol.NativeRootResult:
 		f.native.result(v)
 	}
-	// pong, replayEnd and unknown types change nothing but the frame time.
-	return nil
+	// Other frames (pong, replayEnd, unknown types) change nothing here but
+	// the frame time: the requests a replayEnd drops, resolved while the
+	// console was away (ch.Gone), leave without a notice.
+	return ch
 }
 
 // asPointer turns a message passed by value into its pointer form, the form
@@ -278,36 +265,15 @@ func hubEntry(v *protocol.HubEvent) feedEntry {
 		isErr: v.Kind == protocol.HubFailed}
 }
 
-// addRequest queues r; it returns r when it joined the queue, nil when it
-// replaced an earlier copy or the queue is full.
-func (f *fleet) addRequest(r *request) *request {
-	r.lines = textLines(r.text)
-	for i, q := range f.pending {
-		if q.id == r.id { // a re-sent request replaces the old copy in place
-			r.answering = q.answering
-			f.pending[i] = r
-			return nil
-		}
-	}
-	if len(f.pending) >= maxPending {
-		f.overflow++
-		return nil
-	}
-	f.pending = append(f.pending, r)
-	return r
-}
-
-func (f *fleet) resolve(v *protocol.ConfirmResolved, replay bool) {
+// resolved notes the end of request v.ID; r is the pending request it
+// ended, nil when it was not pending. One the operator did not answer from
+// here gets a dismissal notice, unless it ended in the replay.
+func (f *fleet) resolved(v *protocol.ConfirmResolved, r *client.Request, replay bool) {
 	mine := f.answered.remove(v.ID)
-	for i, r := range f.pending {
-		if r.id != v.ID {
-			continue
-		}
-		f.pending = append(f.pending[:i], f.pending[i+1:]...)
-		if !mine && !replay && r.answering == "" {
-			f.dismissed.push(dismissal{id: oneLine(r.id), text: oneLine(r.text), reason: dismissReason(v.Reason)})
-		}
-		return
+	answering := f.answering[v.ID]
+	delete(f.answering, v.ID)
+	if r != nil && !mine && !replay && answering == "" {
+		f.dismissed.push(dismissal{id: oneLine(r.ID()), text: oneLine(r.Text()), reason: dismissReason(v.Reason)})
 	}
 }
 

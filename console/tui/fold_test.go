@@ -137,7 +137,7 @@ func counts(m *Model) string {
 	for _, lg := range f.logs {
 		n += lg.lines.len()
 	}
-	return fmt.Sprintf("conv=%d transcripts=%d feed=%d pending=%d dismissed=%d", f.conv.len(), n, f.feed.len(), len(f.pending), f.dismissed.len())
+	return fmt.Sprintf("conv=%d transcripts=%d feed=%d pending=%d dismissed=%d", f.conv.len(), n, f.feed.len(), len(f.pending()), f.dismissed.len())
 }
 
 func TestReattachDoesNotDuplicate(t *testing.T) {

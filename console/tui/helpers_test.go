@@ -2,7 +2,6 @@ package tui
 
 import (
 	"flag"
-	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -29,15 +28,10 @@ type clock struct{ t time.Time }
 
 func (c *clock) now() time.Time { return c.t }
 
-// newModel returns a model on a fixed clock with predictable native ids.
+// newModel returns a model on a fixed clock.
 func newModel(color bool) (*Model, *clock) {
 	c := &clock{t: t0}
 	m := New(Options{Now: c.now, NoColor: !color})
-	n := 0
-	m.randHex = func(k int) string {
-		n++
-		return fmt.Sprintf("%0*x", 2*k, n)
-	}
 	return m, c
 }
 

@@ -20,11 +20,11 @@ type intelTab struct{ drawOnly }
 
 func (intelTab) body(m *Model, f *fleet, w, h int) []string {
 	st := m.st
-	if f.intel == nil && f.evolution == nil && f.store == nil && f.experiment == nil {
+	if f.fold.Intel == nil && f.fold.Evolution == nil && f.fold.Store == nil && f.fold.Experiment == nil {
 		return []string{"", "  no intel from this fleet"}
 	}
 	var out []string
-	if in := f.intel; in != nil {
+	if in := f.fold.Intel; in != nil {
 		s := in.Summary
 		out = append(out, st.paint(st.bold, "intel"))
 		out = append(out, wrapLines(fmt.Sprintf("runs %d · failed %d · success %s · sessions %d · tokens %s · avg session %s",
@@ -52,7 +52,7 @@ func (intelTab) body(m *Model, f *fleet, w, h int) []string {
 			out = append(out, "  skills: "+strings.Join(p, ", "))
 		}
 	}
-	if ev := f.evolution; ev != nil {
+	if ev := f.fold.Evolution; ev != nil {
 		out = append(out, st.paint(st.bold, "evolution")+fmt.Sprintf(" · %s · %d applied", plural(len(ev.Shadows), "shadow"), len(ev.Timeline)))
 		for i, sh := range ev.Shadows {
 			if i == 3 {
@@ -79,7 +79,7 @@ func (intelTab) body(m *Model, f *fleet, w, h int) []string {
 			out = append(out, l)
 		}
 	}
-	if sr := f.store; sr != nil {
+	if sr := f.fold.Store; sr != nil {
 		var p []string
 		for _, c := range sr.Counts {
 			p = append(p, fmt.Sprintf("%s %d", oneLine(c.Name), c.Count))
@@ -90,7 +90,7 @@ func (intelTab) body(m *Model, f *fleet, w, h int) []string {
 			out = append(out, "  latest steering: "+firstLine(s.Text))
 		}
 	}
-	if ex := f.experiment; ex != nil {
+	if ex := f.fold.Experiment; ex != nil {
 		out = append(out, st.paint(st.bold, "experiments")+" · "+strconv.Itoa(len(ex.Experiments)))
 		for i, e := range ex.Experiments {
 			if i == 4 {

@@ -15,11 +15,10 @@
 package tui
 
 import (
-	"crypto/rand"
-	"encoding/hex"
 	"slices"
 	"time"
 
+	"github.com/agents-fleet/fleet/client"
 	"github.com/agents-fleet/fleet/protocol"
 )
 
@@ -41,7 +40,6 @@ const (
 	maxAnswered     = 256              // request ids we answered, awaiting confirmResolved
 	maxAlerted      = 256              // request ids already alerted for
 	maxHistory      = 100              // prompt history
-	maxNativeCalls  = 32               // native requests in flight
 	maxNativeRoots  = 32               // roots kept from a list result
 	maxAlertRunes   = 120              // desktop notification text
 	staleAfter      = 30 * time.Second // silence before "no frames for Ns"
@@ -102,10 +100,9 @@ func (RunFleet) isAction()    {}
 // used through the pointer New returns: the fields a tab opens refer back
 // to it.
 type Model struct {
-	opts    Options
-	now     func() time.Time
-	randHex func(n int) string // swapped by tests for stable ids
-	st      styles
+	opts Options
+	now  func() time.Time
+	st   styles
 
 	width, height int
 	focused       bool
@@ -146,7 +143,6 @@ func New(opts Options) *Model {
 	m := &Model{
 		opts:    opts,
 		now:     opts.Now,
-		randHex: cryptoHex,
 		st:      newStyles(!opts.NoColor),
 		width:   80,
 		height:  24,
@@ -157,12 +153,6 @@ func New(opts Options) *Model {
 	}
 	m.resetFleetUI()
 	return m
-}
-
-func cryptoHex(n int) string {
-	b := make([]byte, n)
-	rand.Read(b) // never fails (crypto/rand)
-	return hex.EncodeToString(b)
 }
 
 // Resize sets the screen size in cells.
@@ -228,24 +218,25 @@ func (m *Model) Select(id string) {
 func (m *Model) Selected() string { return m.sel }
 
 // Connected records that the app attached to fleet id; its replay follows.
-// Pending requests are dropped (the replay re-sends every unresolved one);
-// a hydrate in the replay replaces the history buffers; a new session id
-// (the fleet restarted) drops everything of the old session.
+// The requests pending so far stay listed through the replay, which
+// re-sends every unresolved one; the others leave at replayEnd
+// (client.State.Attached). A hydrate in the replay replaces the history
+// buffers; a new session id (the fleet restarted) drops everything of the
+// old session.
 func (m *Model) Connected(id string, w *protocol.Welcome) {
 	f := m.fleetFor(id)
 	if w == nil {
 		w = &protocol.Welcome{}
 	}
-	if f.welcome != nil && f.welcome.SessionID != w.SessionID {
+	if f.fold.Welcome != nil && f.fold.Welcome.SessionID != w.SessionID {
 		f.resetSession()
 	}
-	f.welcome = w
+	f.fold.Attached(w)
+	clear(f.answering)
 	f.conn = connUp
 	f.connErr = ""
-	f.pending = nil
-	f.overflow = 0
 	f.answered.clear()
-	f.native.dropReads()
+	f.native.calls.Lost() // a new connection answers nothing sent before
 	f.lastFrame = m.now()
 }
 
@@ -260,7 +251,7 @@ func (m *Model) Disconnected(id string, err error, retryIn time.Duration) {
 	}
 	f.retryIn = retryIn
 	f.downAt = m.now()
-	f.native.markUncertain()
+	f.native.calls.Lost() // a mutation in flight becomes uncertain
 }
 
 // Skipped notes in fleet id's feed that n malformed entries of a frame of
@@ -305,15 +296,15 @@ func (m *Model) Pending() []Action {
 	}
 	f.native.stale = false
 	flash := m.flash
-	acts := m.sendNative(f, protocol.NativeRequest{Action: protocol.NativeStatus, RootID: f.native.rootID}, false)
+	acts := m.sendNative(f, protocol.NativeRequest{Action: protocol.NativeStatus, RootID: f.native.rootID})
 	m.flash = flash // not the operator's doing: keep what the line said
 	return acts
 }
 
 // notify alerts the operator to a request that joined fleet f's queue,
 // once, unless they are watching that queue.
-func (m *Model) notify(f *fleet, r *request) {
-	key := f.ref.ID + "\x00" + r.id
+func (m *Model) notify(f *fleet, r client.Request) {
+	key := f.ref.ID + "\x00" + r.ID()
 	if m.alerted.has(key) {
 		return
 	}
@@ -324,11 +315,11 @@ func (m *Model) notify(f *fleet, r *request) {
 	m.alert(f, r)
 }
 
-func (m *Model) alert(f *fleet, r *request) {
+func (m *Model) alert(f *fleet, r client.Request) {
 	if m.opts.Notify&NotifyOff != 0 {
 		return
 	}
-	text := clipRunes("fleet "+f.name()+": needs input: "+oneLine(r.text), maxAlertRunes)
+	text := clipRunes("fleet "+f.name()+": needs input: "+oneLine(r.Text()), maxAlertRunes)
 	if m.opts.Notify&NotifyBell != 0 {
 		m.alerts = append(m.alerts, "\a")
 	}

@@ -12,8 +12,8 @@ import (
 func TestSetFleetsKeepsStateByID(t *testing.T) {
 	m, _ := loaded(false)
 	m.SetFleets([]FleetRef{{ID: "f0", Name: "new"}, {ID: "f1", Name: "api"}})
-	if m.Selected() != "f1" || len(m.cur().pending) != 2 {
-		t.Errorf("selected %q, pending %d", m.Selected(), len(m.cur().pending))
+	if m.Selected() != "f1" || len(m.cur().fold.Pending()) != 2 {
+		t.Errorf("selected %q, pending %d", m.Selected(), len(m.cur().fold.Pending()))
 	}
 	// The selected fleet left the registry (it stopped): it stays selected,
 	// shown as stopped, rather than the console jumping to a fleet it is

@@ -1,12 +1,12 @@
 package tui
 
 import (
-	"encoding/json"
 	"fmt"
 	"slices"
 	"strconv"
 	"strings"
 
+	"github.com/agents-fleet/fleet/client"
 	"github.com/agents-fleet/fleet/protocol"
 )
 
@@ -40,9 +40,9 @@ func (nativeTab) key(m *Model, f *fleet, name, text string) ([]Action, bool) {
 		return nil, true
 	case text == "r":
 		if n.rootID == "" {
-			return m.sendNative(f, protocol.NativeRequest{Action: protocol.NativeList}, false), true
+			return m.sendNative(f, protocol.NativeRequest{Action: protocol.NativeList}), true
 		}
-		return m.sendNative(f, protocol.NativeRequest{Action: protocol.NativeStatus, RootID: n.rootID}, false), true
+		return m.sendNative(f, protocol.NativeRequest{Action: protocol.NativeStatus, RootID: n.rootID}), true
 	case text == "p" || text == "u" || text == "s":
 		action := map[string]string{"p": protocol.NativePause, "u": protocol.NativeResume, "s": protocol.NativeStop}[text]
 		st := n.status
@@ -52,45 +52,55 @@ func (nativeTab) key(m *Model, f *fleet, name, text string) ([]Action, bool) {
 		}
 		rootID, rev := st.ID, st.Revision
 		m.askYesNo(action+" root "+oneLine(rootID)+" at revision "+itoa(rev)+"? y/n", func() []Action {
-			req := protocol.NativeRequest{
-				Action:           action,
-				RootID:           rootID,
-				OperationID:      "console-op-" + m.randHex(8),
-				ExpectedRevision: protocol.Int(rev),
-			}
-			return m.sendNative(f, req, true)
+			req := client.NativeMutation(nativeOrigin, protocol.NativeRequest{Action: action, RootID: rootID}, rev)
+			return m.sendNative(f, req)
 		})
 		return nil, true
 	case text == "R":
 		c := n.lastMut
-		if c == nil || !c.uncertain {
+		if c == nil || !c.Uncertain {
 			m.flash = "no uncertain mutation to retry"
 			return nil, true
 		}
 		// Same operationId, revision and body: the fleet applies it at most once.
-		return m.sendNative(f, c.req, true), true
+		if !m.canSend(f) {
+			return nil, true
+		}
+		return m.attemptNative(f, c), true
 	}
 	return nil, false
 }
 
-// sendNative sends req to f's native root and tracks the call until its
-// result comes.
-func (m *Model) sendNative(f *fleet, req protocol.NativeRequest, mutation bool) []Action {
+// sendNative sends a new request to f's native root: a read, or a
+// mutation built with client.NativeMutation.
+func (m *Model) sendNative(f *fleet, req protocol.NativeRequest) []Action {
 	if !m.canSend(f) {
 		return nil
 	}
-	body, err := json.Marshal(req)
+	c, err := client.NewNativeCall(req, struct{}{})
 	if err != nil {
-		m.flash = "cannot encode the request"
+		m.flash = "cannot send the request: " + oneLine(err.Error())
 		return nil
 	}
-	c := &nativeCall{tid: "console-" + m.randHex(6), req: req, mutation: mutation}
-	if old := f.native.lastMut; mutation && old != nil {
-		f.native.forget(old.tid) // a retry replaces the uncertain call
+	if old := f.native.lastMut; c.Mutation() && old != nil {
+		f.native.calls.Drop(old) // a new mutation replaces the uncertain one
 	}
-	f.native.track(c)
-	m.flash = "sent: " + req.Action
-	return []Action{Send{Fleet: f.ref.ID, Msg: &protocol.NativeRoot{ID: c.tid, Request: body}}}
+	return m.attemptNative(f, c)
+}
+
+// attemptNative sends an attempt of c, tracked until its result comes: its
+// first, or the operator's retry with the same body.
+func (m *Model) attemptNative(f *fleet, c *nativeCall) []Action {
+	frame, err := f.native.calls.Attempt(c, m.now())
+	if err != nil {
+		m.flash = "cannot send the request: " + oneLine(err.Error())
+		return nil
+	}
+	if c.Mutation() {
+		f.native.lastMut = c
+	}
+	m.flash = "sent: " + c.Req.Action
+	return []Action{Send{Fleet: f.ref.ID, Msg: frame}}
 }
 
 func (nativeTab) body(m *Model, f *fleet, w, h int) []string {
@@ -183,11 +193,11 @@ func (nativeTab) body(m *Model, f *fleet, w, h int) []string {
 	}
 	if c := n.lastMut; c != nil {
 		rev := ""
-		if c.req.ExpectedRevision != nil {
-			rev = " at revision " + itoa(*c.req.ExpectedRevision)
+		if c.Req.ExpectedRevision != nil {
+			rev = " at revision " + itoa(*c.Req.ExpectedRevision)
 		}
-		line := "pending: " + c.req.Action + " root " + oneLine(c.req.RootID) + rev + " · " + c.req.OperationID
-		if c.uncertain {
+		line := "pending: " + c.Req.Action + " root " + oneLine(c.Req.RootID) + rev + " · " + c.Req.OperationID
+		if c.Uncertain {
 			line += st.paint(st.warn, " · uncertain (the connection dropped): R retries it with the same operation id")
 		} else {
 			line += st.paint(st.dim, " · waiting for the result")

@@ -1,19 +1,21 @@
 package tui
 
-import "github.com/agents-fleet/fleet/protocol"
+import (
+	"github.com/agents-fleet/fleet/client"
+	"github.com/agents-fleet/fleet/protocol"
+)
 
 // A fleet's native root as the console knows it (the roots listed, the
 // status shown, the last receipt or error) and the nativeRoot calls in
 // flight, kept with the fleet: a mutation whose result was lost with the
-// connection stays retryable with its operation id.
+// connection stays retryable with its operation id. client.NativeCalls
+// pairs attempts with results and says which mutations are uncertain.
 
-// nativeCall is a nativeRoot request awaiting its result.
-type nativeCall struct {
-	tid       string
-	req       protocol.NativeRequest
-	mutation  bool
-	uncertain bool // sent, no result, and the connection dropped since
-}
+// nativeCall is a nativeRoot request of the Native view.
+type nativeCall = client.NativeCall[struct{}]
+
+// nativeOrigin starts the console's operation and transport ids.
+const nativeOrigin = "console-"
 
 // nativeState is the Native view's data.
 type nativeState struct {
@@ -23,65 +25,19 @@ type nativeState struct {
 	status  *protocol.NativeRootStatus
 	last    string // plain text of the last receipt or error
 	lastErr bool
-	calls   map[string]*nativeCall
-	order   []string    // transport ids in sending order, for the bound
-	lastMut *nativeCall // the latest mutation until its result arrives
+	calls   *client.NativeCalls[struct{}] // attempts awaiting their results
+	lastMut *nativeCall                   // the latest mutation until its result arrives
 	// stale: a mutation was accepted, so the status shown is old; Pending
 	// asks for a fresh one.
 	stale bool
 }
 
 func newNativeState() nativeState {
-	return nativeState{calls: map[string]*nativeCall{}}
-}
-
-func (n *nativeState) track(c *nativeCall) {
-	if len(n.order) >= maxNativeCalls {
-		delete(n.calls, n.order[0])
-		n.order = n.order[1:]
-	}
-	n.calls[c.tid] = c
-	n.order = append(n.order, c.tid)
-	if c.mutation {
-		n.lastMut = c
-	}
-}
-
-func (n *nativeState) forget(tid string) {
-	delete(n.calls, tid)
-	for i, t := range n.order {
-		if t == tid {
-			n.order = append(n.order[:i], n.order[i+1:]...)
-			break
-		}
-	}
-}
-
-// dropReads forgets reads in flight: they died with the connection.
-func (n *nativeState) dropReads() {
-	for _, tid := range append([]string(nil), n.order...) {
-		if !n.calls[tid].mutation {
-			n.forget(tid)
-		}
-	}
-}
-
-func (n *nativeState) markUncertain() {
-	for _, c := range n.calls {
-		if c.mutation {
-			c.uncertain = true
-		}
-	}
+	return nativeState{calls: client.NewNativeCalls[struct{}](nativeOrigin)}
 }
 
 func (n *nativeState) result(v *protocol.NativeRootResult) {
-	var call *nativeCall
-	if v.ID != nil {
-		call = n.calls[*v.ID]
-		if call != nil {
-			n.forget(call.tid)
-		}
-	}
+	call := n.calls.Result(v)
 	if call != nil && call == n.lastMut {
 		n.lastMut = nil // answered: no longer uncertain
 	}
@@ -160,8 +116,8 @@ func nativeErrorText(call *nativeCall, code, msg string) string {
 	switch code {
 	case "revision_conflict":
 		s = "conflict: the root changed since you looked"
-		if call != nil && call.req.ExpectedRevision != nil {
-			s += " (you saw revision " + itoa(*call.req.ExpectedRevision) + ")"
+		if call != nil && call.Req.ExpectedRevision != nil {
+			s += " (you saw revision " + itoa(*call.Req.ExpectedRevision) + ")"
 		}
 		s += "; press r to refresh, then try again"
 	case "operation_id_reused":

@@ -158,8 +158,8 @@ func (m *Model) pickerBody(w, h int) []string {
 			cur = st.paint(st.dim, " (current)")
 		}
 		line := fmt.Sprintf("%s%d %s%s · %s", mark, i+1, name, cur, state)
-		if f != nil && len(f.pending) > 0 {
-			line += " · " + st.paint(st.warn, "⚠ "+plural(len(f.pending), "request")+" waiting")
+		if f != nil && len(f.pending()) > 0 {
+			line += " · " + st.paint(st.warn, "⚠ "+plural(len(f.pending()), "request")+" waiting")
 		}
 		out = append(out, line)
 		if r.Cwd != "" {

@@ -183,8 +183,8 @@ func (m *Model) complete() {
 		return
 	}
 	var names []string
-	if f := m.cur(); f != nil && f.catalog != nil {
-		for _, c := range f.catalog.Commands {
+	if f := m.cur(); f != nil && f.fold.Catalog != nil {
+		for _, c := range f.fold.Catalog.Commands {
 			if strings.HasPrefix(c.Name, text) && !slices.Contains(names, c.Name) {
 				names = append(names, c.Name)
 			}

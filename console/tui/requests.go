@@ -8,6 +8,7 @@ import (
 
 	"github.com/charmbracelet/x/ansi"
 
+	"github.com/agents-fleet/fleet/client"
 	"github.com/agents-fleet/fleet/protocol"
 )
 
@@ -28,14 +29,14 @@ func (t *requestsTab) reset() { t.sel, t.choice, t.scroll = "", -1, 0 }
 func (t *requestsTab) opened() { t.scroll = 0 }
 
 func (t *requestsTab) hint(m *Model) string {
-	r, _ := t.selected(m.cur())
+	r, i := t.selected(m.cur())
 	switch {
-	case r == nil:
-	case r.confirm != nil:
+	case i < 0:
+	case r.Confirm != nil:
 		return "y approve · n deny · ↑↓ choose request · pgup pgdn scroll"
-	case len(r.choices()) > 0 && r.freeform():
+	case len(choices(r)) > 0 && r.Freeform():
 		return "1-9 pick · ←→ enter · i type an answer · ↑↓ choose request"
-	case len(r.choices()) > 0:
+	case len(choices(r)) > 0:
 		return "1-9 pick · ←→ enter · ↑↓ choose request"
 	default:
 		return "i type an answer · ↑↓ choose request"
@@ -43,28 +44,39 @@ func (t *requestsTab) hint(m *Model) string {
 	return ""
 }
 
-// selected is f's selected request and its index, nil when none waits.
-func (t *requestsTab) selected(f *fleet) (*request, int) {
-	if f == nil || len(f.pending) == 0 {
-		return nil, -1
+// selected is f's selected request and its index; the index is -1 when
+// none waits.
+func (t *requestsTab) selected(f *fleet) (client.Request, int) {
+	p := f.pending()
+	if len(p) == 0 {
+		return client.Request{}, -1
 	}
-	for i, r := range f.pending {
-		if r.id == t.sel {
+	for i, r := range p {
+		if r.ID() == t.sel {
 			return r, i
 		}
 	}
-	return f.pending[0], 0
+	return p[0], 0
+}
+
+// choices returns an ask's choices, nil for a confirm.
+func choices(r client.Request) []protocol.AskChoiceOption {
+	if r.Ask == nil {
+		return nil
+	}
+	return r.Ask.Choices
 }
 
 func (t *requestsTab) key(m *Model, f *fleet, name, text string) ([]Action, bool) {
 	r, i := t.selected(f)
-	if r == nil {
+	if i < 0 {
 		return nil, false
 	}
 	switch name {
 	case "up", "down":
-		i = min(max(i+step(name), 0), len(f.pending)-1)
-		t.sel, t.choice, t.scroll = f.pending[i].id, -1, 0
+		p := f.pending()
+		i = min(max(i+step(name), 0), len(p)-1)
+		t.sel, t.choice, t.scroll = p[i].ID(), -1, 0
 		return nil, true
 	case "pgdown":
 		t.scroll += max(m.bodyHeight()-2, 1)
@@ -73,7 +85,7 @@ func (t *requestsTab) key(m *Model, f *fleet, name, text string) ([]Action, bool
 		t.scroll = max(t.scroll-max(m.bodyHeight()-2, 1), 0)
 		return nil, true
 	case "left", "right":
-		if n := len(r.choices()); n > 0 {
+		if n := len(choices(r)); n > 0 {
 			if name == "left" {
 				t.choice = max(t.choice-1, 0)
 			} else {
@@ -82,20 +94,20 @@ func (t *requestsTab) key(m *Model, f *fleet, name, text string) ([]Action, bool
 		}
 		return nil, true
 	case "enter":
-		if c := r.choices(); t.choice >= 0 && t.choice < len(c) {
+		if c := choices(r); t.choice >= 0 && t.choice < len(c) {
 			return m.answerAsk(f, r, c[t.choice].Value, oneLine(choiceLabel(c[t.choice]))), true
 		}
-		if r.ask != nil {
+		if r.Ask != nil {
 			m.flash = "pick a choice first (1-9 or ←/→)"
 		}
 		return nil, true
 	}
-	if r.answering != "" && (text == "y" || text == "n" || text == "i" || isDigit(text)) {
+	if f.answering[r.ID()] != "" && (text == "y" || text == "n" || text == "i" || isDigit(text)) {
 		m.flash = "already answered: waiting for the fleet"
 		return nil, true
 	}
 	switch {
-	case r.confirm != nil && (text == "y" || text == "n"):
+	case r.Confirm != nil && (text == "y" || text == "n"):
 		approve := text == "y"
 		word := "deny"
 		if approve {
@@ -104,23 +116,23 @@ func (t *requestsTab) key(m *Model, f *fleet, name, text string) ([]Action, bool
 		if !m.canSend(f) {
 			return nil, true
 		}
-		r.answering = word
-		f.answered.add(r.id)
-		return []Action{Send{Fleet: f.ref.ID, Msg: &protocol.ConfirmResponse{ID: r.id, Approve: approve}}}, true
-	case r.ask != nil && len(r.choices()) > 0 && isDigit(text):
+		f.answering[r.ID()] = word
+		f.answered.add(r.ID())
+		return []Action{Send{Fleet: f.ref.ID, Msg: &protocol.ConfirmResponse{ID: r.ID(), Approve: approve}}}, true
+	case r.Ask != nil && len(choices(r)) > 0 && isDigit(text):
 		n := int(text[0] - '0')
-		c := r.choices()
+		c := choices(r)
 		if n < 1 || n > len(c) || n > 9 {
 			m.flash = "no choice " + text
 			return nil, true
 		}
 		return m.answerAsk(f, r, c[n-1].Value, oneLine(choiceLabel(c[n-1]))), true
-	case r.ask != nil && text == "i":
-		if !r.freeform() {
+	case r.Ask != nil && text == "i":
+		if !r.Freeform() {
 			m.flash = "this question takes one of its choices"
 			return nil, true
 		}
-		id := r.id
+		id := r.ID()
 		m.openField(field{
 			label:  "answer " + clipRunes(oneLine(id), 16) + ": ",
 			hint:   "enter send answer · esc cancel",
@@ -138,8 +150,8 @@ func (m *Model) typedAnswer(id, text string) (acts []Action, done bool) {
 		return nil, false
 	}
 	f := m.cur()
-	for _, r := range f.pendingList() {
-		if r.id == id {
+	for _, r := range f.pending() {
+		if r.ID() == id {
 			return m.answerAsk(f, r, text, clipRunes(oneLine(text), 40)), true
 		}
 	}
@@ -147,17 +159,17 @@ func (m *Model) typedAnswer(id, text string) (acts []Action, done bool) {
 	return nil, true
 }
 
-func (m *Model) answerAsk(f *fleet, r *request, value, shown string) []Action {
-	if r.answering != "" {
+func (m *Model) answerAsk(f *fleet, r client.Request, value, shown string) []Action {
+	if f.answering[r.ID()] != "" {
 		m.flash = "already answered: waiting for the fleet"
 		return nil
 	}
 	if !m.canSend(f) {
 		return nil
 	}
-	r.answering = shown
-	f.answered.add(r.id)
-	return []Action{Send{Fleet: f.ref.ID, Msg: &protocol.AskResponse{ID: r.id, Text: value}}}
+	f.answering[r.ID()] = shown
+	f.answered.add(r.ID())
+	return []Action{Send{Fleet: f.ref.ID, Msg: &protocol.AskResponse{ID: r.ID(), Text: value}}}
 }
 
 func choiceLabel(c protocol.AskChoiceOption) string {
@@ -171,37 +183,38 @@ func (t *requestsTab) body(m *Model, f *fleet, w, h int) []string {
 	st := m.st
 	var all []string
 	selStart, selEnd := 0, 0
-	sel, _ := t.selected(f)
+	_, sel := t.selected(f)
 	now := m.now()
-	if len(f.pending) == 0 {
+	pending := f.pending()
+	if len(pending) == 0 {
 		all = append(all, "no requests waiting")
 	} else {
-		all = append(all, st.paint(st.bold, plural(len(f.pending), "request")+" waiting")+st.paint(st.dim, ", oldest first"))
+		all = append(all, st.paint(st.bold, plural(len(pending), "request")+" waiting")+st.paint(st.dim, ", oldest first"))
 	}
-	if f.overflow > 0 {
-		all = append(all, st.paint(st.warn, fmt.Sprintf("+%d more not shown (queue full)", f.overflow)))
+	if n := f.fold.Overflow(); n > 0 {
+		all = append(all, st.paint(st.warn, fmt.Sprintf("+%d more not shown (queue full)", n)))
 	}
-	if f.conn != connUp && len(f.pending) > 0 {
+	if f.conn != connUp && len(pending) > 0 {
 		all = append(all, st.paint(st.warn, "disconnected: answers can't be sent until the fleet is back"))
 	}
 	wrapW := max(w-4, 8)
-	for i, r := range f.pending {
+	for i, r := range pending {
 		all = append(all, "")
-		if r == sel {
+		if i == sel {
 			selStart = len(all)
 		}
 		kind := "confirm"
-		if r.ask != nil {
+		if r.Ask != nil {
 			kind = "ask"
-			if r.ask.Kind != "" {
-				kind += " (" + oneLine(r.ask.Kind) + ")"
+			if r.Ask.Kind != "" {
+				kind += " (" + oneLine(r.Ask.Kind) + ")"
 			}
 		}
-		head := fmt.Sprintf("[%d/%d] %s %s", i+1, len(f.pending), kind, oneLine(r.id))
-		if r.ts > 0 {
-			head += " · " + fmtDur(now.Sub(time.UnixMilli(r.ts)).Truncate(time.Second)) + " ago"
+		head := fmt.Sprintf("[%d/%d] %s %s", i+1, len(pending), kind, oneLine(r.ID()))
+		if ts := r.Ts(); ts > 0 {
+			head += " · " + fmtDur(now.Sub(time.UnixMilli(ts)).Truncate(time.Second)) + " ago"
 		}
-		if r == sel {
+		if i == sel {
 			if st.on {
 				all = append(all, st.paint(st.sel, "▸ "+head))
 			} else {
@@ -210,12 +223,12 @@ func (t *requestsTab) body(m *Model, f *fleet, w, h int) []string {
 		} else {
 			all = append(all, "  "+st.paint(st.dim, head))
 		}
-		for _, l := range r.lines {
+		for _, l := range textLines(r.Text()) {
 			for _, wl := range strings.Split(ansi.Wrap(l, wrapW, ""), "\n") {
 				all = append(all, "    "+wl)
 			}
 		}
-		for j, c := range r.choices() {
+		for j, c := range choices(r) {
 			num := "   "
 			if j < 9 {
 				num = strconv.Itoa(j+1) + ") "
@@ -224,7 +237,7 @@ func (t *requestsTab) body(m *Model, f *fleet, w, h int) []string {
 			if c.Description != "" {
 				label += " — " + oneLine(c.Description)
 			}
-			hl := r == sel && j == t.choice
+			hl := i == sel && j == t.choice
 			mark := "    "
 			if hl {
 				mark = "  ▸ "
@@ -239,20 +252,20 @@ func (t *requestsTab) body(m *Model, f *fleet, w, h int) []string {
 				all = append(all, mark+wl)
 			}
 		}
-		if r.ask != nil && len(r.choices()) > 0 && r.freeform() {
+		if r.Ask != nil && len(choices(r)) > 0 && r.Freeform() {
 			all = append(all, st.paint(st.dim, "    or type an answer (i)"))
 		}
-		switch {
-		case r.answering != "":
-			all = append(all, "    "+st.paint(st.info, "answering… ("+r.answering+")"))
-		case r == sel && r.confirm != nil:
+		switch answering := f.answering[r.ID()]; {
+		case answering != "":
+			all = append(all, "    "+st.paint(st.info, "answering… ("+answering+")"))
+		case i == sel && r.Confirm != nil:
 			all = append(all, "    "+st.paint(st.question, "y approve · n deny"))
-		case r == sel && len(r.choices()) > 0:
-			all = append(all, "    "+st.paint(st.question, "1-"+strconv.Itoa(min(len(r.choices()), 9))+" pick · ←→ enter"))
-		case r == sel:
+		case i == sel && len(choices(r)) > 0:
+			all = append(all, "    "+st.paint(st.question, "1-"+strconv.Itoa(min(len(choices(r)), 9))+" pick · ←→ enter"))
+		case i == sel:
 			all = append(all, "    "+st.paint(st.question, "i type an answer"))
 		}
-		if r == sel {
+		if i == sel {
 			selEnd = len(all)
 		}
 	}

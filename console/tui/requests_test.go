@@ -174,8 +174,8 @@ func TestConfirmResolved(t *testing.T) {
 		t.Run(string(r.reason), func(t *testing.T) {
 			m, _ := loaded(false)
 			m.Apply("f1", &protocol.ConfirmResolved{ID: "c-17", Kind: protocol.KindConfirm, Reason: r.reason}, false)
-			if len(m.cur().pending) != 1 || m.cur().pending[0].id != "a-4" {
-				t.Fatalf("pending after resolve: %d", len(m.cur().pending))
+			if p := m.cur().fold.Pending(); len(p) != 1 || p[0].ID() != "a-4" {
+				t.Fatalf("pending after resolve: %d", len(p))
 			}
 			s := screen(m, viewRequests, 100, 30)
 			mustContain(t, s, r.notice+" (c-17) — Run a shell command in worker router: go test", "1 request waiting")
@@ -226,8 +226,11 @@ func TestRequestResolvedWhileAwayGoesOnReattach(t *testing.T) {
 			m.Apply("f1", f, true)
 		}
 	}
-	if p := m.cur().pending; len(p) != 1 || p[0].id != "a-4" {
+	if p := m.cur().fold.Pending(); len(p) != 1 || p[0].ID() != "a-4" {
 		t.Fatalf("pending after re-attach: %d", len(p))
 	}
 	mustNotContain(t, screen(m, viewRequests, 100, 30), "c-17")
+	if a := m.Alerts(); len(a) != 0 {
+		t.Errorf("the replay alerted for a request already shown: %q", a)
+	}
 }

@@ -106,7 +106,7 @@ func (m *Model) bodyHeight() int { return m.layout().body }
 
 func (m *Model) bannerShown() bool {
 	f := m.cur()
-	return f != nil && len(f.pending) > 0 && (m.view != viewRequests || m.help || m.picker)
+	return f != nil && len(f.pending()) > 0 && (m.view != viewRequests || m.help || m.picker)
 }
 
 func (m *Model) body(w, h int) []string {
@@ -177,11 +177,11 @@ func (m *Model) header1(w int) string {
 	now := m.now()
 	parts := []part{{st.paint(st.title, "fleet "+f.name()), 10}}
 	sid := ""
-	if f.welcome != nil {
-		sid = f.welcome.SessionID
+	if f.fold.Welcome != nil {
+		sid = f.fold.Welcome.SessionID
 	}
-	if sid == "" && f.state != nil {
-		sid = f.state.Coordinator.SessionID
+	if sid == "" && f.fold.Fleet != nil {
+		sid = f.fold.Fleet.Coordinator.SessionID
 	}
 	if sid != "" {
 		parts = append(parts, part{"session " + prefix(oneLine(sid), 8), 3})
@@ -189,22 +189,22 @@ func (m *Model) header1(w int) string {
 	if pm := f.providerModel(); pm != "" {
 		parts = append(parts, part{pm, 5})
 	}
-	if s := f.state; s != nil && s.Session != nil && s.Session.Uptime != nil {
+	if s := f.fold.Fleet; s != nil && s.Session != nil && s.Session.Uptime != nil {
 		up := time.Duration(*s.Session.Uptime)*time.Millisecond + now.Sub(f.stateAt)
 		parts = append(parts, part{"up " + fmtDur(up), 2})
 	}
 	processing := false
-	if f.state != nil {
-		processing = f.state.Coordinator.IsProcessing
-	} else if f.status != nil {
-		processing = f.status.Processing
+	if f.fold.Fleet != nil {
+		processing = f.fold.Fleet.Coordinator.IsProcessing
+	} else if f.fold.Status != nil {
+		processing = f.fold.Status.Processing
 	}
 	if processing {
 		parts = append(parts, part{st.paint(st.good, "● working"), 8})
-	} else if f.state != nil || f.status != nil {
+	} else if f.fold.Fleet != nil || f.fold.Status != nil {
 		parts = append(parts, part{st.paint(st.dim, "○ idle"), 8})
 	}
-	if s := f.state; s != nil && s.Coordinator.StaleMs != nil && *s.Coordinator.StaleMs >= 1000 {
+	if s := f.fold.Fleet; s != nil && s.Coordinator.StaleMs != nil && *s.Coordinator.StaleMs >= 1000 {
 		parts = append(parts, part{st.paint(st.warn, "stale "+fmtDur(time.Duration(*s.Coordinator.StaleMs)*time.Millisecond)), 9})
 	}
 	if f.conn == connUp && !f.lastFrame.IsZero() && now.Sub(f.lastFrame) >= staleAfter {
@@ -220,14 +220,14 @@ func (m *Model) header1(w int) string {
 
 func (f *fleet) providerModel() string {
 	var prov, model string
-	if f.status != nil {
-		prov, model = f.status.Provider, f.status.Model
+	if f.fold.Status != nil {
+		prov, model = f.fold.Status.Provider, f.fold.Status.Model
 	}
-	if s := f.state; s != nil && s.Session != nil {
+	if s := f.fold.Fleet; s != nil && s.Session != nil {
 		prov, model = cmp.Or(prov, s.Session.Provider), cmp.Or(model, s.Session.Model)
 	}
-	if f.welcome != nil {
-		model = cmp.Or(model, f.welcome.Model)
+	if f.fold.Welcome != nil {
+		model = cmp.Or(model, f.fold.Welcome.Model)
 	}
 	switch {
 	case prov != "" && model != "":
@@ -268,7 +268,7 @@ func (m *Model) header2(w int) string {
 		}
 		parts = append(parts, part{badge(st.badgeBad, s), 10})
 	}
-	if s := f.state; s != nil {
+	if s := f.fold.Fleet; s != nil {
 		if s.Coordinator.DispatchPaused {
 			parts = append(parts, part{badge(st.badgeWarn, "DISPATCH PAUSED"), 9})
 		}
@@ -279,7 +279,7 @@ func (m *Model) header2(w int) string {
 	if n := m.waitingElsewhere(); n > 0 {
 		parts = append(parts, part{st.paint(st.warn, "⚠ "+strconv.Itoa(n)+" waiting in other fleets"), 7})
 	}
-	if s := f.state; s != nil {
+	if s := f.fold.Fleet; s != nil {
 		parts = append(parts, part{fmt.Sprintf("workers %d/%d", s.WorkerActive, s.WorkerTotal), 2})
 		if s.Tasks.Total > 0 {
 			parts = append(parts, part{fmt.Sprintf("tasks %d/%d", s.Tasks.Done, s.Tasks.Total), 1})
@@ -302,7 +302,7 @@ func (m *Model) header2(w int) string {
 		} else if b != nil && b.WorkerTokens > 0 {
 			parts = append(parts, part{"budget " + fmtTokens(b.WorkerTokens) + "/worker", 6})
 		}
-	} else if s := f.status; s != nil && s.ActiveWorkerCount != nil && s.TotalWorkerCount != nil {
+	} else if s := f.fold.Status; s != nil && s.ActiveWorkerCount != nil && s.TotalWorkerCount != nil {
 		parts = append(parts, part{fmt.Sprintf("workers %d/%d", *s.ActiveWorkerCount, *s.TotalWorkerCount), 2})
 	}
 	return joinParts(parts, "  ", w)
@@ -323,7 +323,7 @@ func (m *Model) waitingElsewhere() int {
 	n := 0
 	for id, f := range m.fleets {
 		if id != m.sel {
-			n += len(f.pending)
+			n += len(f.pending())
 		}
 	}
 	return n
@@ -331,7 +331,7 @@ func (m *Model) waitingElsewhere() int {
 
 func (m *Model) banner(w int) string {
 	f := m.cur()
-	n := len(f.pending)
+	n := len(f.pending())
 	noun := "requests"
 	if n == 1 {
 		noun = "request"
@@ -340,7 +340,7 @@ func (m *Model) banner(w int) string {
 	if m.view == viewNative && !m.help && !m.picker {
 		key = "press 5" // r refreshes the native root here
 	}
-	s := fmt.Sprintf("⚠ %d %s waiting — %s: %s", n, noun, key, oneLine(f.pending[0].text))
+	s := fmt.Sprintf("⚠ %d %s waiting — %s: %s", n, noun, key, oneLine(f.pending()[0].Text()))
 	s = ansi.Truncate(s, w, "…")
 	if m.st.on {
 		s = m.st.paint(m.st.banner, s+strings.Repeat(" ", max(w-ansi.StringWidth(s), 0)))

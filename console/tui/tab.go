@@ -94,11 +94,7 @@ func (m *Model) setView(v view) {
 
 // tabBar draws the view tabs with the longest labels that fit.
 func (m *Model) tabBar(w int) string {
-	f := m.cur()
-	waiting := 0
-	if f != nil {
-		waiting = len(f.pending)
-	}
+	waiting := len(m.cur().pending())
 	last := ""
 	for _, names := range [][8]string{tabLong, tabMid, tabShort, {}} {
 		cells := make([]string, len(names))

@@ -22,7 +22,7 @@ var taskCols = []column{
 }
 
 func (t *tasksTab) body(m *Model, f *fleet, w, h int) []string {
-	s := f.state
+	s := f.fold.Fleet
 	if s == nil {
 		return []string{"", "  no task state from this fleet yet"}
 	}

@@ -22,7 +22,7 @@ type timelineTab struct{ drawOnly }
 
 func (timelineTab) body(m *Model, f *fleet, w, h int) []string {
 	st := m.st
-	a := f.analytics
+	a := f.fold.Analytics
 	if a == nil || (len(a.WorkerTimeline) == 0 && len(a.ToolUsage) == 0) {
 		return []string{"", "  no analytics from this fleet yet"}
 	}

@@ -63,15 +63,15 @@ func (f *fleet) workerRows() []workerRow {
 		return nil
 	}
 	var rows []workerRow
-	if f.state != nil && len(f.state.Workers) > 0 {
-		for i := range f.state.Workers {
-			w := &f.state.Workers[i]
+	if f.fold.Fleet != nil && len(f.fold.Fleet.Workers) > 0 {
+		for i := range f.fold.Fleet.Workers {
+			w := &f.fold.Fleet.Workers[i]
 			rows = append(rows, workerRow{id: w.ID, name: w.Name, w: w, status: w.Status})
 		}
 		return rows
 	}
-	if f.status != nil {
-		for _, w := range f.status.Workers {
+	if f.fold.Status != nil {
+		for _, w := range f.fold.Status.Workers {
 			rows = append(rows, workerRow{id: w.Name, name: w.Name, status: w.Status})
 		}
 	}
@@ -164,11 +164,11 @@ func (t *workersTab) key(m *Model, f *fleet, name, text string) ([]Action, bool)
 	case "a":
 		// Apply is the one landing step that works on the operator's own
 		// work tree, not the fleet's: it runs `fleet apply` here.
-		if f == nil || f.welcome == nil || f.welcome.SessionID == "" || f.welcome.Cwd == "" {
+		if f == nil || f.fold.Welcome == nil || f.fold.Welcome.SessionID == "" || f.fold.Welcome.Cwd == "" {
 			m.flash = "apply needs the fleet's session and folder (not known yet)"
 			return nil, true
 		}
-		sid, dir, id := f.welcome.SessionID, f.welcome.Cwd, w.id
+		sid, dir, id := f.fold.Welcome.SessionID, f.fold.Welcome.Cwd, w.id
 		m.askYesNo("apply "+oneLine(ref)+"'s change to the work tree in "+oneLine(dir)+"? y/n", func() []Action {
 			return []Action{RunFleet{Fleet: f.ref.ID, Dir: dir, Args: []string{"apply", sid + "/" + id}}}
 		})
