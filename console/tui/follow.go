@@ -6,8 +6,6 @@ import (
 	"path/filepath"
 	"time"
 
-	"github.com/fsnotify/fsnotify"
-
 	"github.com/agents-fleet/fleet/registry"
 )
 
@@ -16,14 +14,9 @@ import (
 // app.listed, and when the wanted fleet has left the registry its successor
 // is attached at once, whatever back-off the old one had reached.
 
-const (
-	// rescanEvery bounds how late a registry change is seen when fsnotify
-	// misses it (or is unavailable).
-	rescanEvery = time.Second
-	// settle lets a burst of registry writes (temp file, rename) end before
-	// the directory is listed.
-	settle = 50 * time.Millisecond
-)
+// rescanEvery bounds how late a registry change is seen when fsnotify
+// misses it (or is unavailable).
+const rescanEvery = time.Second
 
 // successor returns the live fleet that took over from lost, a fleet last
 // seen live at lastSeen: a fleet in the same folder that has lost's name and
@@ -72,55 +65,13 @@ func sameDir(a, b string) bool {
 	return err == nil && os.SameFile(fa, fb)
 }
 
-// watcher hands app.listed a fresh listing of the live fleets on every
-// change of the registry directory and at least every rescanEvery, until
-// ctx ends. fsnotify is the fast path; the rescan makes a missed event, a
-// directory created later or a platform without inotify harmless.
+// watcher hands app.listed a fresh listing of the live fleets whenever
+// the registry directory may have changed (registry.Watch), until ctx ends.
 func (a *app) watcher(ctx context.Context) {
-	dir := a.cfg.RegistryDir
-	var events <-chan fsnotify.Event
-	var errs <-chan error
-	w, err := fsnotify.NewWatcher()
-	if err == nil {
-		defer w.Close()
-		events, errs = w.Events, w.Errors
-	}
-	watching := false
-	list := func() {
-		if w != nil && !watching {
-			watching = w.Add(dir) == nil // the directory may not exist yet
-		}
-		if entries, err := registry.Live(dir); err == nil {
+	registry.Watch(ctx, a.cfg.RegistryDir, rescanEvery, nil, func() bool {
+		if entries, err := registry.Live(a.cfg.RegistryDir); err == nil {
 			a.listed(entries)
 		}
-	}
-	list()
-	tick := time.NewTicker(rescanEvery)
-	defer tick.Stop()
-	debounce := time.NewTimer(time.Hour)
-	debounce.Stop()
-	defer debounce.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-tick.C:
-			list()
-		case <-debounce.C:
-			list()
-		case ev, ok := <-events:
-			if !ok {
-				events = nil
-				continue
-			}
-			if ev.Has(fsnotify.Remove) && filepath.Clean(ev.Name) == filepath.Clean(dir) {
-				watching = false
-			}
-			debounce.Reset(settle)
-		case _, ok := <-errs:
-			if !ok {
-				errs = nil
-			}
-		}
-	}
+		return true
+	})
 }
