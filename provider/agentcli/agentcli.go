@@ -1,6 +1,22 @@
-// Package agentcli holds what the agent CLI adapters (claude, codex,
-// copilot) share about starting a CLI: finding its binary the way the CLI's
-// own environment would, and building that environment.
+// Package agentcli is what the agent CLI adapters (claude, codex, copilot)
+// share about running a CLI:
+//
+//   - CLI (embedded in each adapter's Provider): the CLI's description and
+//     the user's settings; its environment, finding its binary the way the
+//     CLI's own environment would (Find), `--version` (Probe).
+//   - Start and Proc: a local CLI with its three pipes, in a process group
+//     of its own, its environment marked so that Kill ends its whole tree.
+//   - Conn: a session's hold on a running CLI: reaping it, the tail of its
+//     stderr, its stdout as bounded lines (Read), its stdin with write
+//     deadlines (Writer), how it ended (ExitText, Stopped).
+//   - Prompts: a session's questions for the operator, each on a goroutine
+//     of its own, withdrawable by the CLI.
+//
+// A Conn runs over any Process, not only a local Proc: a session kind that
+// runs the CLI on another machine gives the CLI a Launcher that returns
+// the remote process's pipes, and every adapter runs on them unchanged.
+// The JSON-RPC 2.0 client that codex and copilot speak over a Conn is in
+// the jsonrpc subpackage; agentclitest has what the adapters' tests share.
 package agentcli
 
 import (

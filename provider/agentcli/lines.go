@@ -39,6 +39,8 @@ func (l *LineReader) Next() ([]byte, error) {
 	}
 	b, err := l.r.ReadSlice('\n')
 	switch {
+	case err == nil && len(b)-1 > l.max, err == io.EOF && len(b) > l.max:
+		return nil, l.tooLong()
 	case err == nil:
 		return trimEOL(b), nil
 	case err == io.EOF && len(b) > 0:
@@ -55,7 +57,7 @@ func (l *LineReader) Next() ([]byte, error) {
 		}
 		if n > l.max {
 			l.big = nil
-			return nil, fmt.Errorf("the CLI printed a line longer than %s: %w", size(l.max), ErrLineTooLong)
+			return nil, l.tooLong()
 		}
 		l.big = append(l.big, b...)
 		switch {
@@ -68,6 +70,10 @@ func (l *LineReader) Next() ([]byte, error) {
 			return nil, err
 		}
 	}
+}
+
+func (l *LineReader) tooLong() error {
+	return fmt.Errorf("the CLI printed a line longer than %s: %w", size(l.max), ErrLineTooLong)
 }
 
 func size(n int) string {

@@ -18,17 +18,14 @@ package claude
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
+	"time"
 
-	"github.com/agents-fleet/fleet/provider/agentcli"
-
-	"github.com/agents-fleet/fleet/internal/proctree"
 	"github.com/agents-fleet/fleet/provider"
+	"github.com/agents-fleet/fleet/provider/agentcli"
 )
 
 const (
@@ -55,20 +52,18 @@ var defaultEnv = []string{
 	"DISABLE_AUTOUPDATER=1",
 }
 
-// Provider starts Claude Code sessions. Its fields are fixed at New.
+// Provider starts Claude Code sessions. Its configuration is fixed at New.
 type Provider struct {
-	opts provider.Options
+	agentcli.CLI
 }
 
 // New returns a Provider configured by o (config.json providers.claude).
 func New(o provider.Options) *Provider {
-	o.Args = append([]string(nil), o.Args...)
-	o.Env = append([]string(nil), o.Env...)
-	return &Provider{opts: o}
+	return &Provider{agentcli.NewCLI(agentcli.About{
+		Name: "claude", Command: Command, Package: Package, ConfigKey: ConfigKey,
+		VersionBound: 10 * time.Second, Defaults: defaultEnv,
+	}, o)}
 }
-
-// Name is "claude".
-func (p *Provider) Name() string { return "claude" }
 
 var (
 	_ provider.Provider  = (*Provider)(nil)
@@ -78,8 +73,7 @@ var (
 // Start runs the CLI for spec and returns once it answered its initialize
 // control request, which is when it reads turns.
 func (p *Provider) Start(ctx context.Context, spec provider.Spec, h provider.Host) (provider.Session, error) {
-	env := p.env(spec.Env)
-	path, err := p.resolve(env)
+	path, env, err := p.Locate(spec.Env)
 	if err != nil {
 		return nil, err
 	}
@@ -94,11 +88,14 @@ func (p *Provider) Start(ctx context.Context, spec provider.Spec, h provider.Hos
 	if err != nil {
 		return nil, err
 	}
+	proc, err := p.Launch(ctx, agentcli.Command{Path: path, Args: args, Dir: spec.Dir, Env: env})
+	if err != nil {
+		os.RemoveAll(dir) // "" is none
+		return nil, fmt.Errorf("claude: %w", err)
+	}
 	s := newSession(h, spec)
-	if err := s.start(ctx, path, args, spec.Dir, env); err != nil {
-		if dir != "" {
-			os.RemoveAll(dir)
-		}
+	if err := s.start(ctx, proc); err != nil {
+		os.RemoveAll(dir)
 		return nil, err
 	}
 	if dir != "" {
@@ -131,18 +128,6 @@ func privateMCPConfig(args []string) (string, error) {
 	return "", nil
 }
 
-// env is the CLI's environment: base (the daemon's when nil), then
-// Options.Env, then the adapter's defaults for what neither sets.
-func (p *Provider) env(base []string) []string {
-	if base == nil {
-		base = os.Environ()
-	}
-	env := make([]string, 0, len(base)+len(p.opts.Env)+len(defaultEnv)+1)
-	env = append(env, base...)
-	env = append(env, p.opts.Env...)
-	return agentcli.WithDefaults(env, defaultEnv...)
-}
-
 // mcpConfig is the --mcp-config document.
 type mcpConfig struct {
 	MCPServers map[string]mcpServer `json:"mcpServers"`
@@ -163,11 +148,7 @@ func (p *Provider) args(spec provider.Spec) ([]string, error) {
 		"--verbose",
 		"--permission-prompt-tool", "stdio",
 	}
-	model := spec.Model
-	if model == "" {
-		model = p.opts.Model
-	}
-	if model != "" {
+	if model := p.Model(spec); model != "" {
 		args = append(args, "--model", model)
 	}
 	if spec.ResumeID != "" {
@@ -192,10 +173,10 @@ func (p *Provider) args(spec provider.Spec) ([]string, error) {
 		// would swallow whatever follows them.
 		args = append(args, "--mcp-config="+string(b), "--allowedTools="+strings.Join(fleetTools(spec.MCP), ","))
 	}
-	if p.opts.PermissionMode != "" {
-		args = append(args, "--permission-mode", p.opts.PermissionMode)
+	if p.Options.PermissionMode != "" {
+		args = append(args, "--permission-mode", p.Options.PermissionMode)
 	}
-	return append(args, p.opts.Args...), nil
+	return append(args, p.Options.Args...), nil
 }
 
 // fleetTools are the tool rules pre-allowed for the fleet's MCP servers:
@@ -214,56 +195,8 @@ func fleetTools(servers []provider.MCPServer) []string {
 	return rules
 }
 
-// isFleetTool reports whether the CLI's tool name is one of spec's MCP
-// tools, which are allowed without asking anyone.
+// isFleetTool reports whether the CLI's tool name (mcp__<server>__<tool>)
+// is one of spec's MCP tools, which are allowed without asking anyone.
 func isFleetTool(servers []provider.MCPServer, tool string) bool {
-	rest, ok := strings.CutPrefix(tool, "mcp__")
-	if !ok {
-		return false
-	}
-	for _, m := range servers {
-		name, ok := strings.CutPrefix(rest, m.Name+"__")
-		if !ok {
-			continue
-		}
-		if len(m.Tools) == 0 {
-			return true
-		}
-		for _, t := range m.Tools {
-			if t == name {
-				return true
-			}
-		}
-	}
-	return false
-}
-
-// newCmd builds the CLI's command, marked by tree.
-func newCmd(path string, args []string, dir string, env []string, tree *proctree.Tree) *exec.Cmd {
-	cmd := exec.Command(path, args...)
-	cmd.Dir = dir
-	cmd.Env = tree.Env(env)
-	tree.Prepare(cmd)
-	return cmd
-}
-
-// exitText says how a process ended: "exit status 3", "signal: killed".
-func exitText(ps *os.ProcessState, waitErr error) string {
-	if ps != nil {
-		return ps.String()
-	}
-	if waitErr != nil {
-		var ee *exec.ExitError
-		if errors.As(waitErr, &ee) {
-			return ee.String()
-		}
-		return waitErr.Error()
-	}
-	return "exited"
-}
-
-// resolve finds the CLI: Options.Path (a path, or a name looked up in the
-// session's PATH), else Command in PATH.
-func (p *Provider) resolve(env []string) (string, error) {
-	return agentcli.Find(p.opts.Path, Command, env, provider.MissingCLIError{Provider: "claude", Package: Package, ConfigKey: ConfigKey})
+	return agentcli.IsFleetTool(servers, tool, "mcp__", "__")
 }

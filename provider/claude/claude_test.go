@@ -12,6 +12,7 @@ import (
 
 	"github.com/agents-fleet/fleet/internal/modelmock"
 	"github.com/agents-fleet/fleet/provider"
+	"github.com/agents-fleet/fleet/provider/agentcli/agentclitest"
 )
 
 // Bounds for the real CLI on a loaded machine under -race: a turn against
@@ -24,45 +25,28 @@ const (
 // harness is one scripted endpoint, the real CLI, and a private HOME and
 // working directory.
 type harness struct {
-	t    *testing.T
-	cli  string
-	srv  *modelmock.Server
-	home string
-	dir  string
+	*agentclitest.Rig
+	t *testing.T
 }
 
 func newHarness(t *testing.T, rules ...modelmock.Rule) *harness {
 	t.Helper()
-	cli := modelmock.RequireCLI(t, "claude")
-	srv, err := modelmock.Start(modelmock.Script{Rules: rules})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { srv.Close() })
-	return &harness{t: t, cli: cli, srv: srv, home: t.TempDir(), dir: t.TempDir()}
-}
-
-func (hs *harness) env() []string {
-	return []string{
-		"PATH=" + os.Getenv("PATH"),
-		"HOME=" + hs.home,
-		"TMPDIR=" + os.TempDir(),
-		"ANTHROPIC_BASE_URL=" + hs.srv.URL(),
+	hs := &harness{agentclitest.NewRig(t, "claude", modelmock.Script{Rules: rules}), t}
+	hs.Env = append(hs.Env,
+		"TMPDIR="+os.TempDir(),
+		"ANTHROPIC_BASE_URL="+hs.Srv.URL(),
 		"ANTHROPIC_API_KEY=sk-test",
 		"DISABLE_TELEMETRY=1",
 		"DISABLE_ERROR_REPORTING=1",
-	}
-}
-
-func (hs *harness) spec() provider.Spec {
-	return provider.Spec{Agent: "w1", Role: provider.RoleWorker, Dir: hs.dir, Env: hs.env()}
+	)
+	return hs
 }
 
 // start starts a session and closes it at cleanup.
-func (hs *harness) start(spec provider.Spec, h *recHost, opts provider.Options) *session {
+func (hs *harness) start(spec provider.Spec, h *agentclitest.Host, opts provider.Options) *session {
 	hs.t.Helper()
 	if opts.Path == "" {
-		opts.Path = hs.cli
+		opts.Path = hs.CLI
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), startLimit)
 	defer cancel()
@@ -104,8 +88,8 @@ func bash(cmd string) modelmock.ToolCall {
 // that sends the first turns' history.
 func TestTurnsAndResume(t *testing.T) {
 	hs := newHarness(t)
-	newFile := filepath.Join(hs.dir, "new.txt")
-	hs.srv.SetScript(modelmock.Script{Rules: []modelmock.Rule{
+	newFile := filepath.Join(hs.Dir, "new.txt")
+	hs.Srv.SetScript(modelmock.Script{Rules: []modelmock.Rule{
 		{Name: "first", Match: "write x please", Turns: []modelmock.Turn{
 			{Reasoning: "thinking first", Text: "I'll run it", ToolCalls: []modelmock.ToolCall{bash("echo hi > x.txt")},
 				Usage: modelmock.Usage{Input: 100, Output: 20, CacheRead: 7, CacheWrite: 3}},
@@ -123,16 +107,16 @@ func TestTurnsAndResume(t *testing.T) {
 		}},
 	}})
 	h := newHost()
-	s := hs.start(hs.spec(), h, provider.Options{})
+	s := hs.start(hs.Spec(), h, provider.Options{})
 
 	send(t, s, "write x please")
-	if te := h.turnEnded(t, 1, turnBound); te.Err != nil || te.Interrupted || te.Result != "done" {
+	if te := h.TurnEnded(t, 1, turnBound); te.Err != nil || te.Interrupted || te.Result != "done" {
 		t.Fatalf("turn 1 ended with %+v", te)
 	}
-	if b, err := os.ReadFile(filepath.Join(hs.dir, "x.txt")); err != nil || string(b) != "hi\n" {
+	if b, err := os.ReadFile(filepath.Join(hs.Dir, "x.txt")); err != nil || string(b) != "hi\n" {
 		t.Fatalf("x.txt = %q, %v; want the allowed command to have run", b, err)
 	}
-	evs, perms := h.snapshot()
+	evs, perms := h.Snapshot()
 	if len(perms) != 2 || perms[0].Tool != "Bash" || perms[0].Input["command"] != "echo hi > x.txt" || perms[1].Tool != "Write" {
 		t.Fatalf("permission requests = %+v; want Bash with the command, then Write", perms)
 	}
@@ -140,31 +124,31 @@ func TestTurnsAndResume(t *testing.T) {
 		t.Fatalf("permission request lacks the CLI's description, call id or options: %+v", perms[0])
 	}
 	want := []string{"SessionStarted", "Text", "Text", "ToolStarted", "ToolCompleted", "ToolStarted", "ToolCompleted", "FileEdited", "Text", "Usage", "TurnEnded"}
-	if got := kinds(evs); !inOrder(got, want) {
-		t.Fatalf("event order %v; want %v as a subsequence\n%s", got, want, dump(evs))
+	if got := agentclitest.Kinds(evs); !agentclitest.InOrder(got, want) {
+		t.Fatalf("event order %v; want %v as a subsequence\n%s", got, want, agentclitest.Dump(evs))
 	}
-	texts := ofType[provider.Text](evs)
+	texts := agentclitest.All[provider.Text](evs)
 	if len(texts) != 3 || !texts[0].Reasoning || texts[0].Text != "thinking first" || texts[1].Text != "I'll run it" || texts[2].Text != "done" {
 		t.Fatalf("texts = %+v", texts)
 	}
-	started := ofType[provider.ToolStarted](evs)
-	done := ofType[provider.ToolCompleted](evs)
+	started := agentclitest.All[provider.ToolStarted](evs)
+	done := agentclitest.All[provider.ToolCompleted](evs)
 	if len(started) != 2 || started[0].Name != "Bash" || started[0].Detail != "echo hi > x.txt" || started[0].ID == "" || started[0].ID != perms[0].ToolCallID {
 		t.Fatalf("tool starts = %+v", started)
 	}
 	if len(done) != 2 || done[0].ID != started[0].ID || done[0].IsError || done[1].Name != "Write" || done[0].Duration <= 0 {
 		t.Fatalf("tool completions = %+v", done)
 	}
-	edits := ofType[provider.FileEdited](evs)
+	edits := agentclitest.All[provider.FileEdited](evs)
 	if len(edits) != 1 || edits[0] != (provider.FileEdited{Path: newFile, Change: provider.Created, Tool: "Write"}) {
 		t.Fatalf("file edits = %+v", edits)
 	}
 	// One Usage per response (its input side, as it arrives) and one
 	// with the result (the output): together exactly the turn's.
-	if ev := ofType[provider.Usage](evs); len(ev) != 4 || ev[0].InputTokens != 100 || ev[0].OutputTokens != 0 || ev[3].OutputTokens != 35 {
+	if ev := agentclitest.All[provider.Usage](evs); len(ev) != 4 || ev[0].InputTokens != 100 || ev[0].OutputTokens != 0 || ev[3].OutputTokens != 35 {
 		t.Fatalf("usage events = %+v; want one per response, then the result's", ev)
 	}
-	usage := turnUsage(evs)
+	usage := agentclitest.TurnUsage(evs)
 	if len(usage) != 1 {
 		t.Fatalf("turn usage = %+v; want one turn", usage)
 	}
@@ -175,7 +159,7 @@ func TestTurnsAndResume(t *testing.T) {
 	if u.ContextTokens != 130 || u.ContextWindow <= 0 {
 		t.Fatalf("usage context = %d of %d; want the last request's 130 of a known window", u.ContextTokens, u.ContextWindow)
 	}
-	ss := ofType[provider.SessionStarted](evs)
+	ss := agentclitest.All[provider.SessionStarted](evs)
 	id := s.ResumeID()
 	if len(ss) != 1 || ss[0].ID == "" || ss[0].ID != id || ss[0].Model == "" {
 		t.Fatalf("SessionStarted = %+v, ResumeID %q", ss, id)
@@ -184,18 +168,18 @@ func TestTurnsAndResume(t *testing.T) {
 	// A second turn on the same process: its usage is its own, not the
 	// session's running total.
 	send(t, s, "now edit it")
-	if te := h.turnEnded(t, 2, turnBound); te.Err != nil || te.Result != "edited" {
+	if te := h.TurnEnded(t, 2, turnBound); te.Err != nil || te.Result != "edited" {
 		t.Fatalf("turn 2 ended with %+v", te)
 	}
-	evs, _ = h.snapshot()
+	evs, _ = h.Snapshot()
 	if b, _ := os.ReadFile(newFile); string(b) != "bye\n" {
 		t.Fatalf("new.txt = %q after the Edit", b)
 	}
-	edits = ofType[provider.FileEdited](evs)
+	edits = agentclitest.All[provider.FileEdited](evs)
 	if len(edits) != 2 || edits[1] != (provider.FileEdited{Path: newFile, Change: provider.Edited, Tool: "Edit"}) {
 		t.Fatalf("file edits = %+v", edits)
 	}
-	usage = turnUsage(evs)
+	usage = agentclitest.TurnUsage(evs)
 	if len(usage) != 2 || usage[1].InputTokens != 350 || usage[1].OutputTokens != 21 {
 		t.Fatalf("turn 2 usage = %+v; want exactly 350 in, 21 out", usage)
 	}
@@ -208,14 +192,14 @@ func TestTurnsAndResume(t *testing.T) {
 
 	// Resume: the endpoint sees the first session's history.
 	h2 := newHost()
-	spec := hs.spec()
+	spec := hs.Spec()
 	spec.ResumeID = id
 	s2 := hs.start(spec, h2, provider.Options{})
 	send(t, s2, "what did we do")
-	if te := h2.turnEnded(t, 1, turnBound); te.Err != nil || te.Result != "we wrote files" {
+	if te := h2.TurnEnded(t, 1, turnBound); te.Err != nil || te.Result != "we wrote files" {
 		t.Fatalf("resumed turn ended with %+v", te)
 	}
-	reqs := requestsOf(hs.srv, "third")
+	reqs := requestsOf(hs.Srv, "third")
 	if len(reqs) != 1 {
 		t.Fatalf("requests for the resumed turn: %d", len(reqs))
 	}
@@ -225,8 +209,8 @@ func TestTurnsAndResume(t *testing.T) {
 			t.Fatalf("the resumed request does not carry %q from the first session's history", w)
 		}
 	}
-	evs2, _ := h2.snapshot()
-	if got := ofType[provider.SessionStarted](evs2); len(got) != 1 || got[0].ID != id || s2.ResumeID() != id {
+	evs2, _ := h2.Snapshot()
+	if got := agentclitest.All[provider.SessionStarted](evs2); len(got) != 1 || got[0].ID != id || s2.ResumeID() != id {
 		t.Fatalf("resumed session id = %+v / %q; want %q", got, s2.ResumeID(), id)
 	}
 }
@@ -239,26 +223,26 @@ func TestDeny(t *testing.T) {
 		{Text: "ok, not writing"},
 	}})
 	h := newHost()
-	h.decide = func(ctx context.Context, r provider.PermissionRequest) (provider.Decision, error) {
+	h.Decide = func(ctx context.Context, r provider.PermissionRequest) (provider.Decision, error) {
 		return provider.Decision{Allow: false, OptionID: optDeny, Message: "not today"}, nil
 	}
-	s := hs.start(hs.spec(), h, provider.Options{})
+	s := hs.start(hs.Spec(), h, provider.Options{})
 	send(t, s, "write y please")
-	if te := h.turnEnded(t, 1, turnBound); te.Err != nil || te.Result != "ok, not writing" {
+	if te := h.TurnEnded(t, 1, turnBound); te.Err != nil || te.Result != "ok, not writing" {
 		t.Fatalf("turn ended with %+v", te)
 	}
-	if _, err := os.Stat(filepath.Join(hs.dir, "y.txt")); !errors.Is(err, os.ErrNotExist) {
+	if _, err := os.Stat(filepath.Join(hs.Dir, "y.txt")); !errors.Is(err, os.ErrNotExist) {
 		t.Fatalf("y.txt exists after the denial (%v)", err)
 	}
-	evs, perms := h.snapshot()
+	evs, perms := h.Snapshot()
 	if len(perms) != 1 || perms[0].Input["command"] != "echo hi > y.txt" {
 		t.Fatalf("permission requests = %+v", perms)
 	}
-	done := ofType[provider.ToolCompleted](evs)
+	done := agentclitest.All[provider.ToolCompleted](evs)
 	if len(done) != 1 || !done[0].IsError || !strings.Contains(done[0].Result, "not today") {
 		t.Fatalf("tool completions = %+v; want the denial", done)
 	}
-	reqs := requestsOf(hs.srv, "deny")
+	reqs := requestsOf(hs.Srv, "deny")
 	if len(reqs) != 2 || !strings.Contains(string(reqs[1].Body), "not today") {
 		t.Fatalf("the model was not told of the denial (%d requests)", len(reqs))
 	}
@@ -273,7 +257,7 @@ func TestAllowForSession(t *testing.T) {
 		{Text: "touched"},
 	}})
 	h := newHost()
-	h.decide = func(ctx context.Context, r provider.PermissionRequest) (provider.Decision, error) {
+	h.Decide = func(ctx context.Context, r provider.PermissionRequest) (provider.Decision, error) {
 		for _, o := range r.Options {
 			if o.Kind == provider.AllowAlways {
 				return provider.Decision{Allow: true, OptionID: o.ID}, nil
@@ -281,30 +265,30 @@ func TestAllowForSession(t *testing.T) {
 		}
 		return provider.Decision{}, errors.New("no allow-always option offered")
 	}
-	s := hs.start(hs.spec(), h, provider.Options{})
+	s := hs.start(hs.Spec(), h, provider.Options{})
 	send(t, s, "touch please")
-	if te := h.turnEnded(t, 1, turnBound); te.Err != nil {
+	if te := h.TurnEnded(t, 1, turnBound); te.Err != nil {
 		t.Fatalf("turn 1: %v", te.Err)
 	}
 	send(t, s, "touch please, again")
-	if te := h.turnEnded(t, 2, turnBound); te.Err != nil {
+	if te := h.TurnEnded(t, 2, turnBound); te.Err != nil {
 		t.Fatalf("turn 2: %v", te.Err)
 	}
-	_, perms := h.snapshot()
+	_, perms := h.Snapshot()
 	if len(perms) != 1 {
 		t.Fatalf("permission requests = %d; want 1 (the second call allowed by the session rule)", len(perms))
 	}
 	if !strings.Contains(perms[0].Options[1].Label, "Bash(touch y.txt)") {
 		t.Fatalf("allow-always label %q does not say what it allows", perms[0].Options[1].Label)
 	}
-	if _, err := os.Stat(filepath.Join(hs.dir, ".claude")); !errors.Is(err, os.ErrNotExist) {
+	if _, err := os.Stat(filepath.Join(hs.Dir, ".claude")); !errors.Is(err, os.ErrNotExist) {
 		t.Fatalf("the session rule was written into the worktree (%v)", err)
 	}
 }
 
 // markedSleep reports whether a process of the tree runs `sleep <arg>`.
 func markedSleep(s *session, arg string) bool {
-	for _, pid := range s.tree.Alive() {
+	for _, pid := range agentclitest.Alive(s.cli) {
 		b, _ := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/cmdline")
 		if string(b) == "sleep\x00"+arg+"\x00" {
 			return true
@@ -328,28 +312,28 @@ func TestInterrupt(t *testing.T) {
 		}},
 	)
 	h := newHost()
-	s := hs.start(hs.spec(), h, provider.Options{})
+	s := hs.start(hs.Spec(), h, provider.Options{})
 
 	send(t, s, "detach please")
-	if te := h.turnEnded(t, 1, turnBound); te.Err != nil {
+	if te := h.TurnEnded(t, 1, turnBound); te.Err != nil {
 		t.Fatalf("turn 1: %v", te.Err)
 	}
-	waitFor(t, 30*time.Second, "the detached sleep 301", func() bool { return markedSleep(s, "301") })
+	agentclitest.Eventually(t, 30*time.Second, "the detached sleep 301", func() bool { return markedSleep(s, "301") })
 
 	send(t, s, "sleep please")
-	waitFor(t, turnBound, "sleep 300 running", func() bool { return markedSleep(s, "300") })
+	agentclitest.Eventually(t, turnBound, "sleep 300 running", func() bool { return markedSleep(s, "300") })
 	ictx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	if err := s.Interrupt(ictx); err != nil {
 		t.Fatal(err)
 	}
-	te := h.turnEnded(t, 2, 30*time.Second)
+	te := h.TurnEnded(t, 2, 30*time.Second)
 	if !te.Interrupted || te.Err != nil {
 		t.Fatalf("interrupted turn ended with %+v", te)
 	}
-	waitFor(t, 30*time.Second, "the CLI to kill sleep 300", func() bool { return !markedSleep(s, "300") })
-	evs, _ := h.snapshot()
-	done := ofType[provider.ToolCompleted](evs)
+	agentclitest.Eventually(t, 30*time.Second, "the CLI to kill sleep 300", func() bool { return !markedSleep(s, "300") })
+	evs, _ := h.Snapshot()
+	done := agentclitest.All[provider.ToolCompleted](evs)
 	if len(done) != 2 || !done[1].IsError {
 		t.Fatalf("tool completions = %+v; want the interrupted call completed as an error", done)
 	}
@@ -360,15 +344,15 @@ func TestInterrupt(t *testing.T) {
 	// user message without one, so the answer comes from the "sleep" rule:
 	// only the turn's success is checked.)
 	send(t, s, "and now")
-	if te := h.turnEnded(t, 3, turnBound); te.Err != nil || te.Interrupted {
+	if te := h.TurnEnded(t, 3, turnBound); te.Err != nil || te.Interrupted {
 		t.Fatalf("turn after the interrupt: %+v", te)
 	}
 	if !markedSleep(s, "301") {
 		t.Fatal("the detached sleep 301 is gone before Close; the test no longer shows that Close ends it")
 	}
 	s.Close()
-	if left := s.tree.Alive(); len(left) != 0 {
-		t.Fatalf("after Close, processes of the tree are alive: %v (%s)", left, cmdlines(left))
+	if left := agentclitest.Alive(s.cli); len(left) != 0 {
+		t.Fatalf("after Close, processes of the tree are alive: %v (%s)", left, agentclitest.Cmdlines(left))
 	}
 }
 
@@ -380,19 +364,19 @@ func TestCloseDuringTurn(t *testing.T) {
 		{Text: "slept"},
 	}})
 	h := newHost()
-	s := hs.start(hs.spec(), h, provider.Options{})
+	s := hs.start(hs.Spec(), h, provider.Options{})
 	send(t, s, "sleep please")
-	waitFor(t, turnBound, "sleep 300 running", func() bool { return markedSleep(s, "300") })
+	agentclitest.Eventually(t, turnBound, "sleep 300 running", func() bool { return markedSleep(s, "300") })
 	start := time.Now()
 	s.Close()
 	if d := time.Since(start); d > 20*time.Second {
 		t.Fatalf("Close took %v", d)
 	}
-	if te := h.turnEnded(t, 1, time.Second); !te.Interrupted {
+	if te := h.TurnEnded(t, 1, time.Second); !te.Interrupted {
 		t.Fatalf("turn ended with %+v; want Interrupted", te)
 	}
-	if left := s.tree.Alive(); len(left) != 0 {
-		t.Fatalf("after Close: %v (%s)", left, cmdlines(left))
+	if left := agentclitest.Alive(s.cli); len(left) != 0 {
+		t.Fatalf("after Close: %v (%s)", left, agentclitest.Cmdlines(left))
 	}
 	if err := s.Send(context.Background(), provider.Turn{Text: "x"}); !errors.Is(err, provider.ErrClosed) {
 		t.Fatalf("Send after Close = %v", err)
@@ -415,7 +399,7 @@ func TestEndpointErrors(t *testing.T) {
 		modelmock.Rule{Name: "500", Match: "fail with 500", Turns: []modelmock.Turn{{Status: 500, ErrorMessage: "scripted overload"}}},
 	)
 	h := newHost()
-	s := hs.start(hs.spec(), h, provider.Options{})
+	s := hs.start(hs.Spec(), h, provider.Options{})
 	cases := []struct {
 		prompt string
 		want   []string
@@ -427,7 +411,7 @@ func TestEndpointErrors(t *testing.T) {
 	for i, c := range cases {
 		start := time.Now()
 		send(t, s, c.prompt)
-		te := h.turnEnded(t, i+1, 60*time.Second)
+		te := h.TurnEnded(t, i+1, 60*time.Second)
 		t.Logf("%s: %v after %v", c.prompt, te.Err, time.Since(start).Round(time.Millisecond))
 		if te.Err == nil {
 			t.Fatalf("%s: the turn succeeded", c.prompt)
@@ -442,17 +426,17 @@ func TestEndpointErrors(t *testing.T) {
 			t.Fatalf("%s: error %q is about the process, not the CLI's words", c.prompt, msg)
 		}
 	}
-	evs, _ := h.snapshot()
-	notes := ofType[provider.Note](evs)
+	evs, _ := h.Snapshot()
+	notes := agentclitest.All[provider.Note](evs)
 	if len(notes) == 0 || !strings.Contains(notes[0].Text, "500") {
 		t.Fatalf("notes = %+v; want the CLI's retries reported", notes)
 	}
 	// The CLI's retry bound came from the adapter's default.
-	if n := len(requestsOf(hs.srv, "500")); n != 3 {
+	if n := len(requestsOf(hs.Srv, "500")); n != 3 {
 		t.Fatalf("the 500 was requested %d times; want 3 (CLAUDE_CODE_MAX_RETRIES=2)", n)
 	}
 	send(t, s, "be fine")
-	if te := h.turnEnded(t, 4, turnBound); te.Err != nil || te.Result != "fine" {
+	if te := h.TurnEnded(t, 4, turnBound); te.Err != nil || te.Result != "fine" {
 		t.Fatalf("turn after the errors: %+v", te)
 	}
 }
@@ -461,26 +445,15 @@ func TestEndpointErrors(t *testing.T) {
 func TestUserRetryBound(t *testing.T) {
 	hs := newHarness(t, modelmock.Rule{Name: "500", Match: "fail", Turns: []modelmock.Turn{{Status: 500}}})
 	h := newHost()
-	spec := hs.spec()
+	spec := hs.Spec()
 	spec.Env = append(spec.Env, "CLAUDE_CODE_MAX_RETRIES=0")
 	s := hs.start(spec, h, provider.Options{})
 	send(t, s, "fail")
-	if te := h.turnEnded(t, 1, 60*time.Second); te.Err == nil {
+	if te := h.TurnEnded(t, 1, 60*time.Second); te.Err == nil {
 		t.Fatal("the turn succeeded")
 	}
-	if n := len(requestsOf(hs.srv, "500")); n != 1 {
+	if n := len(requestsOf(hs.Srv, "500")); n != 1 {
 		t.Fatalf("%d requests; want 1 with the user's CLAUDE_CODE_MAX_RETRIES=0", n)
-	}
-}
-
-func waitFor(t *testing.T, bound time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(bound)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %v waiting for %s", bound, what)
-		}
-		time.Sleep(20 * time.Millisecond) // polling /proc or a file: nothing signals these
 	}
 }
 
@@ -495,19 +468,18 @@ func TestAskUserQuestion(t *testing.T) {
 		{Text: "thanks"},
 	}})
 	h := newHost()
-	h.answer = func(ctx context.Context, q provider.Question) (string, error) { return "prod", nil }
-	s := hs.start(hs.spec(), h, provider.Options{})
+	h.Answer = func(ctx context.Context, q provider.Question) (string, error) { return "prod", nil }
+	s := hs.start(hs.Spec(), h, provider.Options{})
 	send(t, s, "ask me")
-	if te := h.turnEnded(t, 1, turnBound); te.Err != nil {
+	if te := h.TurnEnded(t, 1, turnBound); te.Err != nil {
 		t.Fatalf("turn: %v", te.Err)
 	}
-	h.mu.Lock()
-	asked, perms := h.asked, h.perms
-	h.mu.Unlock()
+	asked := h.Asked()
+	_, perms := h.Snapshot()
 	if len(perms) != 0 || len(asked) != 1 || asked[0].Text != "Which env?" || len(asked[0].Choices) != 2 || asked[0].Choices[1].Value != "prod" {
 		t.Fatalf("asked %+v, permissions %+v", asked, perms)
 	}
-	reqs := requestsOf(hs.srv, "ask")
+	reqs := requestsOf(hs.Srv, "ask")
 	if len(reqs) != 2 || !strings.Contains(string(reqs[1].Body), `\"Which env?\"=\"prod\"`) {
 		t.Fatalf("the model did not get the answer (%d requests)", len(reqs))
 	}

@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"github.com/agents-fleet/fleet/provider"
+	"github.com/agents-fleet/fleet/provider/agentcli"
+	"github.com/agents-fleet/fleet/provider/agentcli/agentclitest"
 )
 
 // The fault tests run shell scripts in the CLI's place (Options.Path), so
@@ -34,15 +36,6 @@ const resultOK = `printf '%s\n' '{"type":"result","subtype":"success","is_error"
 // drain keeps the fake CLI alive until stdin closes, like the real one.
 const drain = `while read -r line; do :; done
 `
-
-func fakeCLI(t *testing.T, body string) string {
-	t.Helper()
-	p := filepath.Join(t.TempDir(), "claude")
-	if err := os.WriteFile(p, []byte(body), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	return p
-}
 
 func startFake(t *testing.T, path string, h provider.Host, bound time.Duration) (*session, error) {
 	t.Helper()
@@ -77,17 +70,10 @@ func noProcess(argv ...string) func() []int {
 	}
 }
 
-func wantDone(t *testing.T, s *session) {
-	t.Helper()
-	select {
-	case <-s.Done():
-	case <-time.After(30 * time.Second):
-		t.Fatal("Done not closed")
-	}
-}
+func wantDone(t *testing.T, s *session) { agentclitest.WaitDone(t, s, 30*time.Second) }
 
 func TestFakeExitsAtStart(t *testing.T) {
-	path := fakeCLI(t, "#!/bin/sh\necho 'claude: fatal: the config is broken' >&2\nexit 3\n")
+	path := agentclitest.FakeCLI(t, "claude", "#!/bin/sh\necho 'claude: fatal: the config is broken' >&2\nexit 3\n")
 	_, err := startFake(t, path, newHost(), 30*time.Second)
 	if err == nil || !strings.Contains(err.Error(), "exit status 3") || !strings.Contains(err.Error(), "the config is broken") {
 		t.Fatalf("Start = %v; want the exit status and the stderr tail", err)
@@ -95,7 +81,7 @@ func TestFakeExitsAtStart(t *testing.T) {
 }
 
 func TestFakeGarbageThenCrashAtStart(t *testing.T) {
-	path := fakeCLI(t, "#!/bin/sh\necho 'this is not json'\necho '{neither is this'\necho boom >&2\nexit 1\n")
+	path := agentclitest.FakeCLI(t, "claude", "#!/bin/sh\necho 'this is not json'\necho '{neither is this'\necho boom >&2\nexit 1\n")
 	_, err := startFake(t, path, newHost(), 30*time.Second)
 	if err == nil {
 		t.Fatal("Start succeeded")
@@ -110,7 +96,7 @@ func TestFakeGarbageThenCrashAtStart(t *testing.T) {
 func TestFakeResumeFails(t *testing.T) {
 	// What the real CLI does for an unknown --resume id: a result line
 	// with errors[], then exit 1.
-	path := fakeCLI(t, "#!/bin/sh\nread -r line\n"+
+	path := agentclitest.FakeCLI(t, "claude", "#!/bin/sh\nread -r line\n"+
 		`printf '%s\n' '{"type":"result","subtype":"error_during_execution","is_error":true,"errors":["No conversation found with session ID: 9999"]}'`+
 		"\necho 'No conversation found with session ID: 9999' >&2\nexit 1\n")
 	_, err := startFake(t, path, newHost(), 30*time.Second)
@@ -120,7 +106,7 @@ func TestFakeResumeFails(t *testing.T) {
 }
 
 func TestFakeCrashMidTurn(t *testing.T) {
-	path := fakeCLI(t, preamble+turnStart+
+	path := agentclitest.FakeCLI(t, "claude", preamble+turnStart+
 		`printf '%s\n' '{"type":"assistant","message":{"id":"m1","model":"fake","content":[{"type":"tool_use","id":"t1","name":"Bash","input":{"command":"make"}}]},"parent_tool_use_id":null}'
 echo 'garbage one'
 echo 'garbage two'
@@ -133,7 +119,7 @@ exit 2
 		t.Fatal(err)
 	}
 	send(t, s, "go")
-	te := h.turnEnded(t, 1, 30*time.Second)
+	te := h.TurnEnded(t, 1, 30*time.Second)
 	wantDone(t, s)
 	for _, w := range []string{"exit status 2", "out of cheese"} {
 		if te.Err == nil || !strings.Contains(te.Err.Error(), w) {
@@ -143,15 +129,15 @@ exit 2
 	if s.Err() == nil || s.Err().Error() != te.Err.Error() {
 		t.Fatalf("Err = %v; want the turn's reason", s.Err())
 	}
-	evs, _ := h.snapshot()
-	if notes := ofType[provider.Note](evs); len(notes) != 1 || !strings.Contains(notes[0].Text, "garbage one") {
+	evs, _ := h.Snapshot()
+	if notes := agentclitest.All[provider.Note](evs); len(notes) != 1 || !strings.Contains(notes[0].Text, "garbage one") {
 		t.Fatalf("notes = %+v; want the garbage reported once", notes)
 	}
 	if s.st.garbage != 2 {
 		t.Fatalf("garbage lines counted: %d", s.st.garbage)
 	}
 	// The tool call that never completed is completed as an error.
-	if done := ofType[provider.ToolCompleted](evs); len(done) != 1 || done[0].ID != "t1" || !done[0].IsError {
+	if done := agentclitest.All[provider.ToolCompleted](evs); len(done) != 1 || done[0].ID != "t1" || !done[0].IsError {
 		t.Fatalf("tool completions = %+v", done)
 	}
 	if err := s.Send(context.Background(), provider.Turn{Text: "again"}); !errors.Is(err, provider.ErrClosed) {
@@ -164,39 +150,36 @@ exit 2
 
 // bigLine prints an assistant text line of n bytes of text.
 func bigLine(n int) string {
-	return `printf '%s' '{"type":"assistant","message":{"id":"m1","model":"fake","content":[{"type":"text","text":"'
-head -c ` + strconv.Itoa(n) + ` /dev/zero | tr '\0' a
-printf '%s\n' '"}]},"parent_tool_use_id":null}'
-`
+	return agentclitest.BigLine(`{"type":"assistant","message":{"id":"m1","model":"fake","content":[{"type":"text","text":"`, n, `"}]},"parent_tool_use_id":null}`)
 }
 
 func TestFake5MBLine(t *testing.T) {
-	path := fakeCLI(t, preamble+turnStart+bigLine(5_000_000)+resultOK+drain)
+	path := agentclitest.FakeCLI(t, "claude", preamble+turnStart+bigLine(5_000_000)+resultOK+drain)
 	h := newHost()
 	s, err := startFake(t, path, h, 30*time.Second)
 	if err != nil {
 		t.Fatal(err)
 	}
 	send(t, s, "go")
-	if te := h.turnEnded(t, 1, 60*time.Second); te.Err != nil {
+	if te := h.TurnEnded(t, 1, 60*time.Second); te.Err != nil {
 		t.Fatalf("turn: %v", te.Err)
 	}
-	evs, _ := h.snapshot()
-	texts := ofType[provider.Text](evs)
+	evs, _ := h.Snapshot()
+	texts := agentclitest.All[provider.Text](evs)
 	if len(texts) != 1 || len(texts[0].Text) != 5_000_000 || strings.Trim(texts[0].Text, "a") != "" {
 		t.Fatalf("got %d texts; want one of 5,000,000 bytes", len(texts))
 	}
 }
 
 func TestFake20MBLine(t *testing.T) {
-	path := fakeCLI(t, preamble+turnStart+bigLine(20_000_000)+resultOK+drain)
+	path := agentclitest.FakeCLI(t, "claude", preamble+turnStart+bigLine(20_000_000)+resultOK+drain)
 	h := newHost()
 	s, err := startFake(t, path, h, 30*time.Second)
 	if err != nil {
 		t.Fatal(err)
 	}
 	send(t, s, "go")
-	te := h.turnEnded(t, 1, 60*time.Second)
+	te := h.TurnEnded(t, 1, 60*time.Second)
 	wantDone(t, s)
 	if te.Err == nil || !strings.Contains(te.Err.Error(), "longer than 8 MiB") {
 		t.Fatalf("TurnEnded.Err = %v; want the over-long line named", te.Err)
@@ -207,7 +190,7 @@ func TestFake20MBLine(t *testing.T) {
 }
 
 func TestFakeHangsAtStart(t *testing.T) {
-	path := fakeCLI(t, "#!/bin/sh\nsleep 987654\n")
+	path := agentclitest.FakeCLI(t, "claude", "#!/bin/sh\nsleep 987654\n")
 	start := time.Now()
 	_, err := startFake(t, path, newHost(), 2*time.Second)
 	if err == nil || !strings.Contains(err.Error(), "did not start") {
@@ -216,35 +199,35 @@ func TestFakeHangsAtStart(t *testing.T) {
 	if d := time.Since(start); d > 15*time.Second {
 		t.Fatalf("Start took %v with a 2s ctx", d)
 	}
-	waitGone(t, 10*time.Second, noProcess("sleep", "987654"))
+	agentclitest.WaitGone(t, 10*time.Second, noProcess("sleep", "987654"))
 }
 
 func TestFakeHangsMidTurn(t *testing.T) {
 	// It takes the turn, then ignores everything: the interrupt, stdin's
 	// end. Close must still end it in bounded time.
-	path := fakeCLI(t, preamble+turnStart+"sleep 987655\n")
+	path := agentclitest.FakeCLI(t, "claude", preamble+turnStart+"sleep 987655\n")
 	h := newHost()
 	s, err := startFake(t, path, h, 30*time.Second)
 	if err != nil {
 		t.Fatal(err)
 	}
 	send(t, s, "go")
-	h.waitFor(t, 30*time.Second, "SessionStarted", func(evs []provider.Event, _ []provider.PermissionRequest) bool {
-		return len(ofType[provider.SessionStarted](evs)) == 1
+	h.WaitFor(t, 30*time.Second, "SessionStarted", func(evs []provider.Event, _ []provider.PermissionRequest) bool {
+		return len(agentclitest.All[provider.SessionStarted](evs)) == 1
 	})
 	start := time.Now()
 	s.Close()
-	if d := time.Since(start); d > closeInterruptGrace+closeGrace+10*time.Second {
+	if d := time.Since(start); d > closeInterruptGrace+agentcli.ExitGrace+10*time.Second {
 		t.Fatalf("Close took %v", d)
 	}
-	te := h.turnEnded(t, 1, time.Second)
+	te := h.TurnEnded(t, 1, time.Second)
 	if !te.Interrupted || te.Err == nil || !strings.Contains(te.Err.Error(), "stopped") {
 		t.Fatalf("TurnEnded = %+v; want Interrupted with why it was stopped", te)
 	}
 	if s.Err() != nil {
 		t.Fatalf("Err after Close = %v", s.Err())
 	}
-	waitGone(t, 10*time.Second, noProcess("sleep", "987655"))
+	agentclitest.WaitGone(t, 10*time.Second, noProcess("sleep", "987655"))
 }
 
 func TestFakeInterruptIgnored(t *testing.T) {
@@ -253,31 +236,31 @@ func TestFakeInterruptIgnored(t *testing.T) {
 	if testing.Short() {
 		t.Skip("waits for the interrupt bound")
 	}
-	path := fakeCLI(t, preamble+turnStart+"sleep 987656\n")
+	path := agentclitest.FakeCLI(t, "claude", preamble+turnStart+"sleep 987656\n")
 	h := newHost()
 	s, err := startFake(t, path, h, 30*time.Second)
 	if err != nil {
 		t.Fatal(err)
 	}
 	send(t, s, "go")
-	h.waitFor(t, 30*time.Second, "SessionStarted", func(evs []provider.Event, _ []provider.PermissionRequest) bool {
-		return len(ofType[provider.SessionStarted](evs)) == 1
+	h.WaitFor(t, 30*time.Second, "SessionStarted", func(evs []provider.Event, _ []provider.PermissionRequest) bool {
+		return len(agentclitest.All[provider.SessionStarted](evs)) == 1
 	})
 	if err := s.Interrupt(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	te := h.turnEnded(t, 1, interruptBound+20*time.Second)
+	te := h.TurnEnded(t, 1, interruptBound+20*time.Second)
 	wantDone(t, s)
 	if !te.Interrupted || te.Err == nil || !strings.Contains(te.Err.Error(), "after the interrupt") {
 		t.Fatalf("TurnEnded = %+v", te)
 	}
-	waitGone(t, 10*time.Second, noProcess("sleep", "987656"))
+	agentclitest.WaitGone(t, 10*time.Second, noProcess("sleep", "987656"))
 }
 
 func TestFakeUnknownLines(t *testing.T) {
 	dir := t.TempDir()
 	reply := filepath.Join(dir, "reply.json")
-	path := fakeCLI(t, preamble+turnStart+
+	path := agentclitest.FakeCLI(t, "claude", preamble+turnStart+
 		`printf '%s\n' '{"type":"stream_event","event":{"type":"message_start"}}'
 printf '%s\n' '{"type":"system","subtype":"status","status":"requesting"}'
 printf '%s\n' '{"type":"brand_new_kind","payload":[1,2,{"x":"y"}]}'
@@ -291,7 +274,7 @@ printf '%s\n' "$answer" > `+reply+`
 		t.Fatal(err)
 	}
 	send(t, s, "go")
-	if te := h.turnEnded(t, 1, 30*time.Second); te.Err != nil || te.Result != "ok" {
+	if te := h.TurnEnded(t, 1, 30*time.Second); te.Err != nil || te.Result != "ok" {
 		t.Fatalf("turn: %+v", te)
 	}
 	b, _ := os.ReadFile(reply)
@@ -309,7 +292,7 @@ printf '%s\n' "$answer" > `+reply+`
 func TestFakePermissionAfterExit(t *testing.T) {
 	// The CLI asks, then dies while the operator has not answered: the
 	// prompt's ctx ends, the answer has nowhere to go, nothing hangs.
-	path := fakeCLI(t, preamble+turnStart+
+	path := agentclitest.FakeCLI(t, "claude", preamble+turnStart+
 		`printf '%s\n' '{"type":"control_request","request_id":"p1","request":{"subtype":"can_use_tool","tool_name":"Bash","input":{"command":"rm -rf /tmp/x"},"description":"remove x","tool_use_id":"t1"}}'
 sleep 0.2
 echo 'claude died' >&2
@@ -317,7 +300,7 @@ exit 4
 `)
 	h := newHost()
 	ended := make(chan error, 1)
-	h.decide = func(ctx context.Context, r provider.PermissionRequest) (provider.Decision, error) {
+	h.Decide = func(ctx context.Context, r provider.PermissionRequest) (provider.Decision, error) {
 		<-ctx.Done()
 		ended <- ctx.Err()
 		return provider.Decision{}, provider.ErrNoAnswer
@@ -327,7 +310,7 @@ exit 4
 		t.Fatal(err)
 	}
 	send(t, s, "go")
-	te := h.turnEnded(t, 1, 30*time.Second)
+	te := h.TurnEnded(t, 1, 30*time.Second)
 	wantDone(t, s)
 	if te.Err == nil || !strings.Contains(te.Err.Error(), "exit status 4") || !strings.Contains(te.Err.Error(), "claude died") {
 		t.Fatalf("TurnEnded = %+v", te)
@@ -337,7 +320,7 @@ exit 4
 	case <-time.After(10 * time.Second):
 		t.Fatal("the pending permission's ctx did not end")
 	}
-	_, perms := h.snapshot()
+	_, perms := h.Snapshot()
 	if len(perms) != 1 || perms[0].Tool != "Bash" || perms[0].Description != "remove x" || perms[0].Input["command"] != "rm -rf /tmp/x" {
 		t.Fatalf("permission requests = %+v", perms)
 	}

@@ -8,33 +8,22 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
-	"time"
 
 	"github.com/agents-fleet/fleet/provider"
 	"github.com/agents-fleet/fleet/provider/agentcli"
 )
-
-// versionTimeout caps `claude --version`.
-const versionTimeout = 10 * time.Second
 
 // Inspect finds the CLI, asks its version, and says where it will send
 // model requests and with which credential, from env (the daemon's
 // environment when nil), Options.Env and the CLI's settings file. It prints
 // no secret: only which variable or file holds one.
 func (p *Provider) Inspect(ctx context.Context, env []string) provider.Inspection {
-	env = p.env(env)
+	env = p.Env(env)
 	var in provider.Inspection
 	settings := readSettings(env)
 	in.Endpoint, in.Credentials = endpoint(env, settings)
-	path, err := p.resolve(env)
-	if err != nil {
-		in.Err = err
-		return in
-	}
-	in.Path = path
-	out, err := agentcli.Version(ctx, path, env, versionTimeout)
-	if err != nil {
-		in.Err = err
+	out, ok := p.Probe(ctx, env, &in)
+	if !ok {
 		return in
 	}
 	in.Version, _, _ = strings.Cut(out, "\n")

@@ -14,6 +14,7 @@ import (
 
 	"github.com/agents-fleet/fleet/internal/modelmock"
 	"github.com/agents-fleet/fleet/provider"
+	"github.com/agents-fleet/fleet/provider/agentcli/agentclitest"
 )
 
 // noteServer is a one-tool MCP server over streamable HTTP on loopback,
@@ -88,17 +89,17 @@ func TestFleetMCPTool(t *testing.T) {
 		{Text: "noted it"},
 	}})
 	h := newHost()
-	h.decide = func(ctx context.Context, r provider.PermissionRequest) (provider.Decision, error) {
+	h.Decide = func(ctx context.Context, r provider.PermissionRequest) (provider.Decision, error) {
 		return provider.Decision{}, errors.New("the fleet's own tool must not be asked about")
 	}
-	spec := hs.spec()
+	spec := hs.Spec()
 	spec.MCP = []provider.MCPServer{{Name: "fleet", URL: ns.url, Headers: map[string]string{"Authorization": "Bearer fleet-test-token"}, Tools: []string{"note"}}}
 	s := hs.start(spec, h, provider.Options{})
 	send(t, s, "use the fleet tool")
-	if te := h.turnEnded(t, 1, turnBound); te.Err != nil || te.Result != "noted it" {
+	if te := h.TurnEnded(t, 1, turnBound); te.Err != nil || te.Result != "noted it" {
 		t.Fatalf("turn ended with %+v", te)
 	}
-	evs, perms := h.snapshot()
+	evs, perms := h.Snapshot()
 	if len(perms) != 0 {
 		t.Fatalf("the host was asked %d times: %+v", len(perms), perms)
 	}
@@ -115,7 +116,7 @@ func TestFleetMCPTool(t *testing.T) {
 			t.Fatalf("an MCP request came with Authorization %q", a)
 		}
 	}
-	done := ofType[provider.ToolCompleted](evs)
+	done := agentclitest.All[provider.ToolCompleted](evs)
 	if len(done) != 1 || done[0].Name != "mcp__fleet__note" || done[0].IsError || !strings.Contains(done[0].Result, "noted: hello fleet") {
 		t.Fatalf("tool completions = %+v", done)
 	}

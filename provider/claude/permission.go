@@ -47,19 +47,15 @@ func (s *session) onControlRequest(e envelope) {
 }
 
 // answer writes a control_response on a goroutine of its own, so the
-// stdout goroutine never waits on stdin.
+// stdout goroutine never waits on stdin (unless MaxPrompts are open).
 func (s *session) answer(line []byte) {
-	s.perms.Add(1)
-	go func() {
-		defer s.perms.Done()
+	if !s.prompts.Go("", s.ctx, func(context.Context) []byte { return line }, s.writeAnswer) {
 		s.writeAnswer(line)
-	}()
+	}
 }
 
 func (s *session) writeAnswer(line []byte) {
-	ctx, cancel := context.WithTimeout(context.Background(), writeTimeout)
-	defer cancel()
-	_ = s.writeLine(ctx, line) // a CLI that is gone needs no answer
+	_ = s.in.WriteLine(context.Background(), line) // a CLI that is gone needs no answer
 }
 
 // onPermission relays can_use_tool to Host.Permission on a goroutine of its
@@ -151,30 +147,10 @@ func (s *session) relay(id string, ask func(ctx context.Context) []byte) {
 	if s.turn != nil {
 		parent = s.turn.ctx
 	}
-	ctx, cancel := context.WithCancel(parent)
-	cancelledByCLI := false
-	s.permAbort[id] = func() {
-		s.mu.Lock()
-		cancelledByCLI = true
-		s.mu.Unlock()
-		cancel()
-	}
 	s.mu.Unlock()
-
-	s.perms.Add(1)
-	go func() {
-		defer s.perms.Done()
-		defer cancel()
-		line := ask(ctx)
-		s.mu.Lock()
-		delete(s.permAbort, id)
-		dropped := cancelledByCLI
-		s.mu.Unlock()
-		if dropped {
-			return // the CLI withdrew the request (an interrupt)
-		}
-		s.writeAnswer(line)
-	}()
+	if !s.prompts.Go(id, parent, ask, s.writeAnswer) {
+		s.answer(denyLine(id, "The fleet has too many prompts open; the tool was not run."))
+	}
 }
 
 // askTool is Claude's tool for asking the user questions; with a prompt

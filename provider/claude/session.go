@@ -2,19 +2,15 @@ package claude
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
-	"os"
-	"os/exec"
 	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
 
-	"github.com/agents-fleet/fleet/internal/proctree"
 	"github.com/agents-fleet/fleet/provider"
+	"github.com/agents-fleet/fleet/provider/agentcli"
 )
 
 // Bounds of the session's life cycle. Each wait that depends on the CLI
@@ -23,54 +19,38 @@ const (
 	// startBound caps Start when its ctx has no earlier deadline: the CLI
 	// answers initialize in about a second on an idle machine.
 	startBound = 60 * time.Second
-	// writeTimeout caps one write to the CLI's stdin (a CLI that stopped
-	// reading). A Send's ctx deadline shortens it.
-	writeTimeout = 10 * time.Second
 	// interruptBound is how long a turn may go on after the interrupt
 	// control request before the CLI and its tree are killed.
 	interruptBound = 10 * time.Second
 	// closeInterruptGrace is how long Close waits for an interrupted turn's
 	// result line.
 	closeInterruptGrace = 5 * time.Second
-	// closeGrace is how long Close waits for the CLI to exit after its
-	// stdin was closed (it exits at once when idle).
-	closeGrace = 3 * time.Second
-	// exitGrace is how long the CLI may live on after closing its stdout.
-	exitGrace = 3 * time.Second
-	// drainGrace is how long stderr may stay open after the process tree
-	// is gone (something outside the tree may hold it).
-	drainGrace = time.Second
 )
 
 // initID is the id of the initialize control request Start sends.
 const initID = "init-1"
 
-// session is one running CLI. The stdout goroutine (readLoop) owns the
-// stream state and is the only caller of Host.Event.
+// MaxLine is the longest stdout line the adapter accepts. Claude prints a
+// whole content block or tool result per line, so a large file read makes
+// a line of megabytes; a line past the cap fails the session.
+const MaxLine = 8 << 20
+
+// session is one running CLI. The stdout goroutine (the one running
+// cli.Read) owns the stream state and is the only caller of Host.Event.
 type session struct {
 	h    provider.Host
 	spec provider.Spec
-	tree *proctree.Tree
-	cmd  *exec.Cmd
-
-	stdin          *os.File // our end of the CLI's stdin
-	stdout, stderr *os.File // our ends of its stdout and stderr
-	errTail        tail
+	cli  *agentcli.Conn   // the CLI's process; nil in the offline tests
+	in   *agentcli.Writer // its stdin
 
 	// ctx ends when the session ends: pending permission prompts give up.
 	ctx    context.Context
 	cancel context.CancelFunc
 
-	wmu         sync.Mutex // serialises stdin writes; guards stdinClosed
-	stdinClosed bool
-
-	exited     chan struct{} // closed once the CLI was reaped and its tree killed
-	waitErr    error         // set before exited is closed
-	stderrDone chan struct{}
-	done       chan struct{}
+	done chan struct{}
 
 	reqSeq    atomic.Int64 // control request ids we send
-	perms     sync.WaitGroup
+	prompts   agentcli.Prompts[[]byte]
 	closeOnce sync.Once
 
 	mu        sync.Mutex
@@ -80,10 +60,8 @@ type session struct {
 	ended     bool // the CLI is gone
 	err       error
 	pending   map[string]chan controlReply // our control requests awaiting an answer
-	permAbort map[string]context.CancelFunc
-	watchdog  *time.Timer   // armed by an interrupt
-	watchFire chan struct{} // closed when the watchdog's kill returned
-	stopped   string        // why the adapter killed the CLI, for the end cause
+	watchdog  *time.Timer                  // armed by an interrupt
+	watchFire chan struct{}                // closed when the watchdog's kill returned
 
 	st stream // stdout goroutine only
 }
@@ -104,66 +82,26 @@ type controlReply struct {
 func newSession(h provider.Host, spec provider.Spec) *session {
 	ctx, cancel := context.WithCancel(context.Background())
 	return &session{
-		h:          h,
-		spec:       spec,
-		tree:       proctree.New(),
-		ctx:        ctx,
-		cancel:     cancel,
-		exited:     make(chan struct{}),
-		stderrDone: make(chan struct{}),
-		done:       make(chan struct{}),
-		resumeID:   spec.ResumeID,
-		pending:    map[string]chan controlReply{},
-		permAbort:  map[string]context.CancelFunc{},
-		st:         newStream(),
+		h:        h,
+		spec:     spec,
+		ctx:      ctx,
+		cancel:   cancel,
+		done:     make(chan struct{}),
+		resumeID: spec.ResumeID,
+		pending:  map[string]chan controlReply{},
+		st:       newStream(),
 	}
 }
 
-// start runs the CLI and waits for its answer to initialize.
-func (s *session) start(ctx context.Context, path string, args []string, dir string, env []string) error {
-	s.cmd = newCmd(path, args, dir, env, s.tree)
-	var files []*os.File
-	closeAll := func() {
-		for _, f := range files {
-			f.Close()
-		}
-	}
-	pipe := func() (r, w *os.File, err error) {
-		r, w, err = os.Pipe()
-		if err == nil {
-			files = append(files, r, w)
-		}
-		return r, w, err
-	}
-	inR, inW, err := pipe()
-	if err != nil {
-		return fmt.Errorf("claude: stdin pipe: %w", err)
-	}
-	outR, outW, err := pipe()
-	if err != nil {
-		closeAll()
-		return fmt.Errorf("claude: stdout pipe: %w", err)
-	}
-	errR, errW, err := pipe()
-	if err != nil {
-		closeAll()
-		return fmt.Errorf("claude: stderr pipe: %w", err)
-	}
-	s.cmd.Stdin, s.cmd.Stdout, s.cmd.Stderr = inR, outW, errW
-	if err := s.cmd.Start(); err != nil {
-		closeAll()
-		s.cancel()
-		return fmt.Errorf("claude: start %s: %w", path, err)
-	}
-	// The child has its copies; ours must go so that EOF can arrive.
-	inR.Close()
-	outW.Close()
-	errW.Close()
-	s.stdin, s.stdout, s.stderr = inW, outR, errR
-
-	go s.waitLoop()
-	go s.stderrLoop()
-	go s.readLoop()
+// start runs the session on the CLI's process and waits for its answer to
+// initialize.
+func (s *session) start(ctx context.Context, proc agentcli.Process) error {
+	s.cli = agentcli.NewConn(proc)
+	s.in = s.cli.Stdin()
+	go func() {
+		_ = s.cli.Read(MaxLine, s.handleLine) // a read error is the kill's reason
+		s.finish()
+	}()
 
 	reply := s.expect(initID)
 	bound := time.NewTimer(startBound)
@@ -217,7 +155,7 @@ func (s *session) diagnostics() string {
 	if s.st.startErr != "" {
 		msg += ": " + s.st.startErr
 	}
-	if t := s.errTail.String(); t != "" {
+	if t := s.cli.Stderr(); t != "" {
 		msg += "; stderr: " + t
 	} else {
 		msg += "; nothing on stderr"
@@ -228,64 +166,10 @@ func (s *session) diagnostics() string {
 	return msg
 }
 
-func (s *session) waitLoop() {
-	err := s.cmd.Wait()
-	// Whatever the CLI started goes with it, however it detached.
-	s.tree.Kill(s.cmd)
-	s.waitErr = err
-	close(s.exited)
-}
-
-func (s *session) stderrLoop() {
-	defer close(s.stderrDone)
-	buf := make([]byte, 4<<10)
-	_, _ = io.CopyBuffer(&s.errTail, s.stderr, buf)
-}
-
-func (s *session) readLoop() {
-	lr := newLineReader(s.stdout, MaxLine)
-	var readErr error
-	for {
-		line, err := lr.next()
-		if len(line) > 0 {
-			s.handleLine(line)
-		}
-		if err != nil {
-			if err != io.EOF {
-				readErr = err
-			}
-			break
-		}
-	}
-	s.finish(readErr)
-}
-
-// finish ends the session once stdout is done: it makes sure the tree is
-// gone, ends a running turn with the reason, and closes done.
-func (s *session) finish(readErr error) {
-	if readErr != nil {
-		why := "reading its output failed: " + readErr.Error()
-		if errors.Is(readErr, errLineTooLong) {
-			why = readErr.Error() + " (a protocol error); the adapter stopped it"
-		}
-		s.kill(why)
-	}
-	select {
-	case <-s.exited:
-	case <-time.After(exitGrace):
-		s.kill("it closed its output but did not exit")
-		<-s.exited
-	}
-	select {
-	case <-s.stderrDone:
-	case <-time.After(drainGrace):
-		_ = s.stderr.SetReadDeadline(time.Now())
-		<-s.stderrDone
-	}
-	s.stdout.Close()
-	s.stderr.Close()
-	s.closeStdin()
-
+// finish ends the session once the CLI's side ended (cli.Read
+// returned: the tree is gone, the pipes closed): it ends a running turn
+// with the reason, and closes done.
+func (s *session) finish() {
 	s.mu.Lock()
 	if s.watchdog != nil && !s.watchdog.Stop() {
 		fired := s.watchFire
@@ -317,17 +201,17 @@ func (s *session) finish(readErr error) {
 		close(t.ended)
 	}
 	s.cancel()
-	s.perms.Wait()
+	s.prompts.Wait()
 	close(s.done)
 }
 
-// endCauseLocked says why the CLI ended. s.mu must be held, exited closed
-// and the stdout goroutine done with the stream.
+// endCauseLocked says why the CLI ended. s.mu must be held, and the
+// stdout goroutine done with the stream.
 func (s *session) endCauseLocked() error {
-	how := exitText(s.cmd.ProcessState, s.waitErr)
+	how := s.cli.ExitText()
 	var msg string
-	if s.stopped != "" {
-		msg = "claude was stopped (" + how + "): " + s.stopped
+	if stopped := s.cli.Stopped(); stopped != "" {
+		msg = "claude was stopped (" + how + "): " + stopped
 	} else {
 		msg = "claude exited unexpectedly (" + how + ")"
 	}
@@ -335,16 +219,7 @@ func (s *session) endCauseLocked() error {
 }
 
 // kill ends the CLI's whole tree; why, when set, is the end cause.
-func (s *session) kill(why string) {
-	if why != "" {
-		s.mu.Lock()
-		if s.stopped == "" {
-			s.stopped = why
-		}
-		s.mu.Unlock()
-	}
-	s.tree.Kill(s.cmd)
-}
+func (s *session) kill(why string) { s.cli.Kill(why) }
 
 // expect registers a pending control request of ours.
 func (s *session) expect(id string) <-chan controlReply {
@@ -360,41 +235,7 @@ func (s *session) expect(id string) <-chan controlReply {
 }
 
 // write sends v as one JSON line to the CLI's stdin.
-func (s *session) write(ctx context.Context, v any) error {
-	b, err := json.Marshal(v)
-	if err != nil {
-		return err
-	}
-	return s.writeLine(ctx, append(b, '\n'))
-}
-
-// writeLine sends b, one JSON line with its newline, to the CLI's stdin.
-func (s *session) writeLine(ctx context.Context, b []byte) error {
-	s.wmu.Lock()
-	defer s.wmu.Unlock()
-	if s.stdinClosed {
-		return provider.ErrClosed
-	}
-	dl := time.Now().Add(writeTimeout)
-	if d, ok := ctx.Deadline(); ok && d.Before(dl) {
-		dl = d
-	}
-	_ = s.stdin.SetWriteDeadline(dl)
-	_, err := s.stdin.Write(b)
-	return err
-}
-
-// closeStdin closes the CLI's stdin, which asks an idle CLI to exit. A
-// write blocked on a CLI that stopped reading is cut short.
-func (s *session) closeStdin() {
-	_ = s.stdin.SetWriteDeadline(time.Now())
-	s.wmu.Lock()
-	defer s.wmu.Unlock()
-	if !s.stdinClosed {
-		s.stdinClosed = true
-		s.stdin.Close()
-	}
-}
+func (s *session) write(ctx context.Context, v any) error { return s.in.WriteJSON(ctx, v) }
 
 type controlRequest struct {
 	Type      string         `json:"type"`
@@ -557,12 +398,7 @@ func (s *session) Close() error {
 			}
 			cancel()
 		}
-		s.closeStdin()
-		select {
-		case <-s.done:
-		case <-time.After(closeGrace):
-			s.kill("it did not exit when its input was closed")
-		}
+		s.cli.Stop()
 	})
 	<-s.done
 	return nil

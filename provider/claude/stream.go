@@ -674,10 +674,5 @@ func (s *session) onControlResponse(e envelope) {
 
 func (s *session) onControlCancel(e envelope) {
 	id, _ := str(e.requestID)
-	s.mu.Lock()
-	abort := s.permAbort[id]
-	s.mu.Unlock()
-	if abort != nil {
-		abort()
-	}
+	s.prompts.Withdraw(id)
 }

@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"github.com/agents-fleet/fleet/provider"
+	"github.com/agents-fleet/fleet/provider/agentcli"
+	"github.com/agents-fleet/fleet/provider/agentcli/agentclitest"
 )
 
 // offline is a session without a process: the test feeds it stdout lines
@@ -31,7 +33,7 @@ func newOffline(t testing.TB, h provider.Host, spec provider.Spec, keep bool) *o
 	if err != nil {
 		t.Fatal(err)
 	}
-	s.stdin = w
+	s.in = agentcli.NewWriter(w)
 	s.st.started = true
 	o := &offline{s: s, r: r, done: make(chan struct{})}
 	go func() {
@@ -67,13 +69,13 @@ func (o *offline) feed(lines [][]byte) {
 		}
 		o.s.handleLine(l)
 	}
-	o.s.perms.Wait()
+	o.s.prompts.Wait()
 }
 
 func (o *offline) close() {
-	o.s.closeStdin()
+	o.s.in.Close()
 	o.s.cancel()
-	o.s.perms.Wait()
+	o.s.prompts.Wait()
 	<-o.done
 	o.r.Close()
 }
@@ -133,19 +135,19 @@ func TestRecordedTour(t *testing.T) {
 	h := newHost()
 	o := newOffline(t, h, provider.Spec{}, true)
 	o.feed(readLines(t, "testdata/tour.jsonl"))
-	evs, perms := h.snapshot()
+	evs, perms := h.Snapshot()
 
-	if got := ofType[provider.SessionStarted](evs); len(got) != 2 || got[0].ID == "" || got[0] != got[1] || got[0].Model != "claude-opus-4-8[1m]" {
+	if got := agentclitest.All[provider.SessionStarted](evs); len(got) != 2 || got[0].ID == "" || got[0] != got[1] || got[0].Model != "claude-opus-4-8[1m]" {
 		t.Fatalf("SessionStarted = %+v", got)
 	}
-	if o.s.ResumeID() != ofType[provider.SessionStarted](evs)[0].ID {
+	if o.s.ResumeID() != agentclitest.All[provider.SessionStarted](evs)[0].ID {
 		t.Fatalf("ResumeID = %q", o.s.ResumeID())
 	}
-	texts := ofType[provider.Text](evs)
+	texts := agentclitest.All[provider.Text](evs)
 	if len(texts) < 5 || !texts[0].Reasoning || texts[1].Reasoning || texts[1].Text != "I'll look at the project first." {
 		t.Fatalf("texts = %+v", texts)
 	}
-	started := ofType[provider.ToolStarted](evs)
+	started := agentclitest.All[provider.ToolStarted](evs)
 	var names []string
 	for _, s := range started {
 		names = append(names, s.Name)
@@ -156,7 +158,7 @@ func TestRecordedTour(t *testing.T) {
 	if started[0].Detail != "ls -la && git status --short 2>/dev/null | head" || started[2].Detail != "/tmp/claude-rec/work/greet.go" || started[4].Detail != "greet" {
 		t.Fatalf("details: %q, %q, %q", started[0].Detail, started[2].Detail, started[4].Detail)
 	}
-	done := ofType[provider.ToolCompleted](evs)
+	done := agentclitest.All[provider.ToolCompleted](evs)
 	if len(done) != 6 {
 		t.Fatalf("tool completions: %d", len(done))
 	}
@@ -170,7 +172,7 @@ func TestRecordedTour(t *testing.T) {
 	if !strings.Contains(done[5].Result, "hello, fleet") {
 		t.Fatalf("the last Bash result = %q", done[5].Result)
 	}
-	edits := ofType[provider.FileEdited](evs)
+	edits := agentclitest.All[provider.FileEdited](evs)
 	want := []provider.FileEdited{
 		{Path: "/tmp/claude-rec/work/greet.go", Change: provider.Created, Tool: "Write"},
 		{Path: "/tmp/claude-rec/work/main.go", Change: provider.Edited, Tool: "Edit"},
@@ -180,10 +182,10 @@ func TestRecordedTour(t *testing.T) {
 	}
 	// Each response's input side is reported as it arrives; the result
 	// adds the output: a turn's Usage adds up to its result.usage.
-	if u := ofType[provider.Usage](evs); len(u) != 10 || u[0] != (provider.Usage{InputTokens: 2400, CacheReadTokens: 1200, CacheWriteTokens: 300, ContextTokens: 3900}) {
+	if u := agentclitest.All[provider.Usage](evs); len(u) != 10 || u[0] != (provider.Usage{InputTokens: 2400, CacheReadTokens: 1200, CacheWriteTokens: 300, ContextTokens: 3900}) {
 		t.Fatalf("usage events = %+v; want one per response and one per result", u)
 	}
-	usage := turnUsage(evs)
+	usage := agentclitest.TurnUsage(evs)
 	wantU := []provider.Usage{
 		{InputTokens: 16700, OutputTokens: 375, CacheReadTokens: 20900, CacheWriteTokens: 300, ContextTokens: 3100 + 4200, ContextWindow: 1000000},
 		{InputTokens: 6700, OutputTokens: 70, CacheReadTokens: 8700, ContextTokens: 3400 + 4400, ContextWindow: 1000000},
@@ -191,11 +193,11 @@ func TestRecordedTour(t *testing.T) {
 	if len(usage) != 2 || usage[0] != wantU[0] || usage[1] != wantU[1] {
 		t.Fatalf("usage = %+v; want %+v", usage, wantU)
 	}
-	ends := ofType[provider.TurnEnded](evs)
+	ends := agentclitest.All[provider.TurnEnded](evs)
 	if len(ends) != 2 || ends[0].Err != nil || ends[1].Result != "It prints `hello, fleet`." {
 		t.Fatalf("turn ends = %+v", ends)
 	}
-	if got := kinds(evs); !inOrder(got, []string{"SessionStarted", "Text", "Text", "ToolStarted", "ToolCompleted", "ToolStarted", "ToolCompleted",
+	if got := agentclitest.Kinds(evs); !agentclitest.InOrder(got, []string{"SessionStarted", "Text", "Text", "ToolStarted", "ToolCompleted", "ToolStarted", "ToolCompleted",
 		"Text", "ToolStarted", "ToolCompleted", "FileEdited", "ToolStarted", "ToolCompleted", "FileEdited", "Usage", "TurnEnded", "SessionStarted"}) {
 		t.Fatalf("order: %v", got)
 	}
@@ -257,11 +259,11 @@ func TestRecordedErrors(t *testing.T) {
 			h := newHost()
 			o := newOffline(t, h, provider.Spec{}, false)
 			o.feed([][]byte{[]byte(`{"type":"system","subtype":"init","session_id":"s1","model":"m"}`), []byte(c.line)})
-			ends := ofType[provider.TurnEnded](h.events)
+			ends := agentclitest.All[provider.TurnEnded](h.Events())
 			if len(ends) != 1 || ends[0].Err == nil || ends[0].Err.Error() != c.want {
 				t.Fatalf("TurnEnded = %+v; want Err %q", ends, c.want)
 			}
-			if len(ofType[provider.Usage](h.events)) != 0 {
+			if len(agentclitest.All[provider.Usage](h.Events())) != 0 {
 				t.Fatal("a Usage event for a turn without tokens")
 			}
 		})
@@ -281,7 +283,7 @@ func TestInterruptedResult(t *testing.T) {
 		[]byte(`{"type":"control_response","response":{"subtype":"success","request_id":"int-1"}}`),
 		[]byte(`{"type":"result","subtype":"error_during_execution","is_error":true,"usage":{"input_tokens":100,"output_tokens":20},"errors":["[ede_diagnostic] result_type=user"]}`),
 	})
-	ends := ofType[provider.TurnEnded](h.events)
+	ends := agentclitest.All[provider.TurnEnded](h.Events())
 	if len(ends) != 1 || !ends[0].Interrupted || ends[0].Err != nil {
 		t.Fatalf("TurnEnded = %+v", ends)
 	}
@@ -300,10 +302,10 @@ func TestSubagentLines(t *testing.T) {
 		[]byte(`{"type":"assistant","message":{"id":"m2","model":"m","content":[{"type":"tool_use","id":"w1","name":"Write","input":{"file_path":"/x/a.go","content":"x"}}]},"parent_tool_use_id":"task1"}`),
 		[]byte(`{"type":"user","message":{"role":"user","content":[{"tool_use_id":"w1","type":"tool_result","content":"ok"}]},"parent_tool_use_id":"task1","tool_use_result":{"type":"update","filePath":"/x/a.go"}}`),
 	})
-	if n := len(ofType[provider.Text](h.events)); n != 0 {
+	if n := len(agentclitest.All[provider.Text](h.Events())); n != 0 {
 		t.Fatalf("%d texts from the subagent", n)
 	}
-	if e := ofType[provider.FileEdited](h.events); len(e) != 1 || e[0] != (provider.FileEdited{Path: "/x/a.go", Change: provider.Edited, Tool: "Write"}) {
+	if e := agentclitest.All[provider.FileEdited](h.Events()); len(e) != 1 || e[0] != (provider.FileEdited{Path: "/x/a.go", Change: provider.Edited, Tool: "Write"}) {
 		t.Fatalf("edits = %+v", e)
 	}
 }

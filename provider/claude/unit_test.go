@@ -1,21 +1,18 @@
 package claude
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
-	"io"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
-	"testing/iotest"
 
 	"github.com/agents-fleet/fleet/internal/modelmock"
 	"github.com/agents-fleet/fleet/provider"
 	"github.com/agents-fleet/fleet/provider/agentcli"
+	"github.com/agents-fleet/fleet/provider/agentcli/agentclitest"
 )
 
 func TestObjectFields(t *testing.T) {
@@ -59,73 +56,6 @@ func TestObjectFields(t *testing.T) {
 	}
 }
 
-func TestLineReader(t *testing.T) {
-	long := strings.Repeat("x", 3*readBufSize+17)
-	in := "one\r\n\n" + long + "\ntwo\nlast-without-newline"
-	for name, r := range map[string]io.Reader{
-		"whole":       strings.NewReader(in),
-		"byte a time": iotest.OneByteReader(strings.NewReader(in)),
-	} {
-		lr := newLineReader(r, MaxLine)
-		var got []string
-		for {
-			l, err := lr.next()
-			if l != nil {
-				got = append(got, string(l))
-			}
-			if err == io.EOF {
-				break
-			}
-			if err != nil {
-				t.Fatalf("%s: %v", name, err)
-			}
-		}
-		want := []string{"one", long, "two", "last-without-newline"}
-		if !slices.Equal(got, want) {
-			t.Fatalf("%s: got %d lines, want %d", name, len(got), len(want))
-		}
-	}
-
-	lr := newLineReader(strings.NewReader("ok\n"+strings.Repeat("y", 100)+"\nnext\n"), 64)
-	if l, err := lr.next(); err != nil || string(l) != "ok" {
-		t.Fatalf("first line: %q %v", l, err)
-	}
-	if _, err := lr.next(); !errors.Is(err, errLineTooLong) {
-		t.Fatalf("over the cap: %v", err)
-	}
-	// No newline at all: still bounded.
-	lr = newLineReader(io.MultiReader(strings.NewReader(strings.Repeat("z", 200)), neverEnding{}), 64)
-	if _, err := lr.next(); !errors.Is(err, errLineTooLong) {
-		t.Fatalf("endless line: %v", err)
-	}
-}
-
-type neverEnding struct{}
-
-func (neverEnding) Read(p []byte) (int, error) {
-	for i := range p {
-		p[i] = 'z'
-	}
-	return len(p), nil
-}
-
-func TestTail(t *testing.T) {
-	var tl tail
-	for i := 0; i < 5000; i++ {
-		tl.Write([]byte("line of stderr\n"))
-	}
-	tl.Write([]byte("the end\n"))
-	s := tl.String()
-	if len(s) > stderrTail || !strings.HasSuffix(s, "the end") || !strings.HasPrefix(s, "line of stderr") {
-		t.Fatalf("tail = %d bytes, %q…%q", len(s), s[:20], s[len(s)-20:])
-	}
-	var small tail
-	small.Write(bytes.Repeat([]byte("a"), 3*stderrTail))
-	if len(small.String()) != stderrTail {
-		t.Fatalf("a large write kept %d bytes", len(small.String()))
-	}
-}
-
 func TestArgsAndEnv(t *testing.T) {
 	p := New(provider.Options{Model: "opus", PermissionMode: "acceptEdits", Args: []string{"--max-turns", "5"}, Env: []string{"EXTRA=1", "DISABLE_AUTOUPDATER=0"}})
 	args, err := p.args(provider.Spec{
@@ -160,12 +90,12 @@ func TestArgsAndEnv(t *testing.T) {
 		t.Error("a server name with __ was accepted")
 	}
 
-	env := p.env([]string{"PATH=/bin", "CLAUDE_CODE_MAX_RETRIES=7"})
+	env := p.Env([]string{"PATH=/bin", "CLAUDE_CODE_MAX_RETRIES=7"})
 	get := func(k string) string { v, _ := agentcli.LookupEnv(env, k); return v }
 	if get("CLAUDE_CODE_MAX_RETRIES") != "7" || get("DISABLE_AUTOUPDATER") != "0" || get("CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC") != "1" || get("EXTRA") != "1" {
 		t.Fatalf("env = %v", env)
 	}
-	if env := New(provider.Options{}).env([]string{"PATH=/bin"}); !slices.Contains(env, "CLAUDE_CODE_MAX_RETRIES=2") {
+	if env := New(provider.Options{}).Env([]string{"PATH=/bin"}); !slices.Contains(env, "CLAUDE_CODE_MAX_RETRIES=2") {
 		t.Fatalf("default retry bound missing: %v", env)
 	}
 }
@@ -262,7 +192,7 @@ func TestInspect(t *testing.T) {
 	}
 
 	// --version failing.
-	bad := fakeCLI(t, "#!/bin/sh\necho 'no such flag' >&2\nexit 2\n")
+	bad := agentclitest.FakeCLI(t, "claude", "#!/bin/sh\necho 'no such flag' >&2\nexit 2\n")
 	if in := New(provider.Options{Path: bad}).Inspect(context.Background(), nil); in.Err == nil || !strings.Contains(in.Err.Error(), "no such flag") {
 		t.Fatalf("failing --version: %+v", in)
 	}

@@ -4,13 +4,14 @@ import (
 	"bytes"
 	"context"
 	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/agents-fleet/fleet/internal/modelmock"
 	"github.com/agents-fleet/fleet/provider"
+	"github.com/agents-fleet/fleet/provider/agentcli"
+	"github.com/agents-fleet/fleet/provider/agentcli/agentclitest"
 )
 
 // recorded is a stream the real CLI printed (TestRecordStream writes it):
@@ -32,55 +33,23 @@ func TestRecordStream(t *testing.T) {
 		}},
 		{Name: "500", Match: "now fail", Turns: []modelmock.Turn{{Status: 500}}},
 	}})
-	out := filepath.Join(t.TempDir(), "stream.jsonl")
-	wrapper := filepath.Join(t.TempDir(), "codex")
-	script := "#!/bin/sh\n\"" + r.cli + "\" \"$@\" | tee \"" + out + "\"\n"
-	if err := os.WriteFile(wrapper, []byte(script), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	h := newHost(allow)
-	s := startWith(t, New(provider.Options{Path: wrapper}), r.spec(), h)
-	for i, prompt := range []string{"do the work", "list the missing", "now fail"} {
-		send(t, s, prompt)
-		h.waitTurns(t, i+1)
-	}
-	s.Close()
-	b, err := os.ReadFile(out)
-	if err != nil {
-		t.Fatal(err)
-	}
-	base := filepath.Dir(r.dir)
-	b = bytes.ReplaceAll(b, []byte(base), []byte("/work/repo"))
-	b = bytes.ReplaceAll(b, []byte(r.srv.URL()), []byte("http://127.0.0.1:18080"))
-	if home, err := os.UserHomeDir(); err == nil {
-		b = bytes.ReplaceAll(b, []byte(home), []byte("/home/user"))
-	}
-	if err := os.WriteFile(recorded, b, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	t.Logf("recorded %d lines, %d bytes", bytes.Count(b, []byte("\n")), len(b))
+	newP := func(path string) provider.Provider { return New(provider.Options{Path: path}) }
+	r.Record(t, recorded, newP, r.Spec(), agentclitest.NewHost(allow), "do the work", "list the missing", "now fail")
 }
 
 // parseSession is a session without a process, fed lines directly; its
-// answers go to /dev/null.
+// answers go nowhere.
 func parseSession(tb testing.TB, h provider.Host) *session {
 	tb.Helper()
-	null, err := os.OpenFile(os.DevNull, os.O_WRONLY, 0)
-	if err != nil {
-		tb.Fatal(err)
-	}
-	s := &session{
-		p: New(provider.Options{}), h: h, mcp: map[string]bool{},
-		in:      &writer{f: null},
-		pending: map[int64]func(reply){}, prompts: map[string]context.CancelFunc{},
-		done: make(chan struct{}),
-	}
-	s.rd.init()
-	s.ctx, s.cancel = context.WithCancel(context.Background())
+	return parseSessionTo(tb, h, agentclitest.NullInput{})
+}
+
+// parseSessionTo is a parseSession whose answers go to w.
+func parseSessionTo(tb testing.TB, h provider.Host, w agentcli.Input) *session {
+	s := newSession(New(provider.Options{}), provider.Spec{}, h, agentcli.NewWriter(w))
 	tb.Cleanup(func() {
 		s.cancel()
-		s.promptsWG.Wait()
-		null.Close()
+		s.rpc.WaitPrompts()
 	})
 	return s
 }
@@ -115,12 +84,12 @@ func recordedLines(tb testing.TB) ([][]byte, int) {
 // usage the endpoint reported.
 func TestParseRecorded(t *testing.T) {
 	lines, _ := recordedLines(t)
-	h := newHost(allow)
+	h := agentclitest.NewHost(allow)
 	s := parseSession(t, h)
 	feed(s, lines)
-	s.promptsWG.Wait() // the prompts run on goroutines of their own
-	evs, perms := h.snapshot()
-	ends := all[provider.TurnEnded](evs)
+	s.rpc.WaitPrompts() // the prompts run on goroutines of their own
+	evs, perms := h.Snapshot()
+	ends := agentclitest.All[provider.TurnEnded](evs)
 	if len(ends) != 3 || ends[0].Err != nil || ends[0].Result != "done" || ends[1].Err != nil || ends[2].Err == nil ||
 		!strings.Contains(ends[2].Err.Error(), "internalServerError") {
 		t.Fatalf("turns = %+v", ends)
@@ -129,11 +98,11 @@ func TestParseRecorded(t *testing.T) {
 		t.Errorf("%d permission prompts, want 3", len(perms))
 	}
 	want := provider.Usage{InputTokens: 340 + 640, OutputTokens: 35 + 20, CacheReadTokens: 30 + 500}
-	if got := sumUsage(evs); got != want {
+	if got := agentclitest.SumUsage(evs); got != want {
 		t.Errorf("usage = %+v, want %+v", got, want)
 	}
 	var failed bool
-	for _, c := range all[provider.ToolCompleted](evs) {
+	for _, c := range agentclitest.All[provider.ToolCompleted](evs) {
 		if c.IsError && strings.Contains(c.Result, "No such file") {
 			failed = true
 		}
@@ -141,7 +110,7 @@ func TestParseRecorded(t *testing.T) {
 	if !failed {
 		t.Error("the failing command is not an error result")
 	}
-	if fe := all[provider.FileEdited](evs); len(fe) != 1 || fe[0].Path != "/work/repo/work/notes.md" || fe[0].Change != provider.Created {
+	if fe := agentclitest.All[provider.FileEdited](evs); len(fe) != 1 || fe[0].Path != "/work/repo/work/notes.md" || fe[0].Change != provider.Created {
 		t.Errorf("FileEdited = %+v", fe)
 	}
 	if s.rd.garbage != 0 || s.rd.badItems != 0 || s.rd.unknown != 0 {
@@ -149,21 +118,11 @@ func TestParseRecorded(t *testing.T) {
 	}
 }
 
-// discardHost answers every prompt at once and drops events.
-type discardHost struct{}
-
-func (discardHost) Event(provider.Event) {}
-func (discardHost) Permission(context.Context, provider.PermissionRequest) (provider.Decision, error) {
-	return provider.Decision{Allow: true}, nil
-}
-func (discardHost) Ask(context.Context, provider.Question) (string, error) { return "", nil }
-func (discardHost) Confirm(context.Context, string) (bool, error)          { return true, nil }
-
 // BenchmarkParse is the adapter's throughput on the recorded stream:
 // decoding, mapping to events and answering the approvals in it.
 func BenchmarkParse(b *testing.B) {
 	lines, size := recordedLines(b)
-	s := parseSession(b, discardHost{})
+	s := parseSession(b, agentclitest.Discard{})
 	b.SetBytes(int64(size))
 	b.ReportAllocs()
 	b.ResetTimer()

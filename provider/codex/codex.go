@@ -14,8 +14,6 @@ package codex
 import (
 	"context"
 	"fmt"
-	"os"
-	"os/exec"
 	"regexp"
 	"slices"
 	"strings"
@@ -59,27 +57,21 @@ const (
 	// mcpHeaderEnv prefixes the variables that carry MCP headers to the
 	// CLI (env_http_headers), so no secret is on its command line.
 	mcpHeaderEnv = "AGENTS_FLEET_MCP_HEADER_"
-
-	// startTimeout bounds start-up when the caller's ctx has no deadline.
-	startTimeout = 60 * time.Second
-	// versionTimeout bounds `codex --version` in Inspect.
-	versionTimeout = 15 * time.Second
 )
 
 // Provider starts Codex sessions. It is safe for concurrent use.
 type Provider struct {
-	opts provider.Options
+	agentcli.CLI
 }
 
 // New returns a Provider with o's configuration; every field is optional.
 func New(o provider.Options) *Provider {
-	o.Args = slices.Clone(o.Args)
-	o.Env = slices.Clone(o.Env)
-	return &Provider{opts: o}
+	return &Provider{agentcli.NewCLI(agentcli.About{
+		Name: "codex", Command: Command, Package: Package, ConfigKey: ConfigKey,
+		StartBound:   60 * time.Second,
+		VersionBound: 15 * time.Second,
+	}, o)}
 }
-
-// Name is "codex".
-func (p *Provider) Name() string { return "codex" }
 
 var (
 	_ provider.Provider  = (*Provider)(nil)
@@ -89,27 +81,20 @@ var (
 // Start starts `codex app-server` in spec.Dir, initialises it and starts or
 // resumes the thread. See the package comment.
 func (p *Provider) Start(ctx context.Context, spec provider.Spec, h provider.Host) (provider.Session, error) {
-	base := spec.Env
-	if base == nil {
-		base = os.Environ() // no base given: the daemon's own
-	}
-	env := append(slices.Clip(base), p.opts.Env...)
-	path, err := p.resolve(env)
+	path, env, err := p.Locate(spec.Env)
 	if err != nil {
 		return nil, err
 	}
-	if _, ok := ctx.Deadline(); !ok {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, startTimeout)
-		defer cancel()
-	}
+	ctx, cancel := p.StartContext(ctx)
+	defer cancel()
+	// The tree's mark marks the commands the CLI runs too (commandEnv).
 	tree := proctree.New()
 	args, extraEnv := p.commandLine(spec, env, tree.Mark())
-	cmd := exec.Command(path, args...)
-	cmd.Dir = spec.Dir
-	cmd.Env = tree.Env(append(env, extraEnv...))
-	tree.Prepare(cmd)
-	s, err := startSession(ctx, p, spec, h, cmd, tree)
+	proc, err := p.Launch(ctx, agentcli.Command{Path: path, Args: args, Dir: spec.Dir, Env: append(env, extraEnv...), Tree: tree})
+	if err != nil {
+		return nil, fmt.Errorf("codex: %w", err)
+	}
+	s, err := startSession(ctx, p, spec, h, proc, tree.Mark())
 	if err != nil {
 		return nil, err
 	}
@@ -124,7 +109,7 @@ func (p *Provider) commandLine(spec provider.Spec, env []string, mark string) (a
 	set := func(key, tomlValue string) { args = append(args, "-c", key+"="+tomlValue) }
 
 	// The retry bound, on the active custom provider, unless the user set one.
-	name, keys := retryKeys(loadUserConfig(env), p.opts.Args)
+	name, keys := retryKeys(loadUserConfig(env), p.Options.Args)
 	for _, k := range keys {
 		set("model_providers."+name+"."+k, fmt.Sprint(retryBound))
 	}
@@ -155,7 +140,7 @@ func (p *Provider) commandLine(spec provider.Spec, env []string, mark string) (a
 			set(base+".env_http_headers", "{"+strings.Join(tbl, ",")+"}")
 		}
 	}
-	args = append(args, p.opts.Args...)
+	args = append(args, p.Options.Args...)
 	return args, extraEnv
 }
 
@@ -214,22 +199,12 @@ func tomlString(s string) string {
 // Inspect reports the CLI's path and version and where it will send model
 // requests, as far as the environment and the user's config.toml tell.
 func (p *Provider) Inspect(ctx context.Context, env []string) provider.Inspection {
-	if env == nil {
-		env = os.Environ()
-	}
-	env = append(slices.Clip(env), p.opts.Env...)
+	env = p.Env(env)
 	var in provider.Inspection
 	cfg := loadUserConfig(env)
-	in.Endpoint, in.Credentials = describeEndpoint(cfg, p.opts.Args, env)
-	path, err := p.resolve(env)
-	if err != nil {
-		in.Err = err
-		return in
-	}
-	in.Path = path
-	version, err := agentcli.Version(ctx, path, env, versionTimeout)
-	if err != nil {
-		in.Err = err
+	in.Endpoint, in.Credentials = describeEndpoint(cfg, p.Options.Args, env)
+	version, ok := p.Probe(ctx, env, &in)
+	if !ok {
 		return in
 	}
 	in.Version = version
@@ -251,10 +226,4 @@ func lastBytes(s string, n int) string {
 		return s
 	}
 	return s[len(s)-n:]
-}
-
-// resolve finds the CLI: Options.Path (a path, or a name looked up in the
-// session's PATH), else Command in PATH.
-func (p *Provider) resolve(env []string) (string, error) {
-	return agentcli.Find(p.opts.Path, Command, env, provider.MissingCLIError{Provider: "codex", Package: Package, ConfigKey: ConfigKey})
 }

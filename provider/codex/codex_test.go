@@ -16,6 +16,7 @@ import (
 
 	"github.com/agents-fleet/fleet/internal/modelmock"
 	"github.com/agents-fleet/fleet/provider"
+	"github.com/agents-fleet/fleet/provider/agentcli/agentclitest"
 )
 
 const addNotes = "*** Begin Patch\n*** Add File: notes.md\n+hello from codex\n*** End Patch"
@@ -37,13 +38,13 @@ var workUsage = provider.Usage{InputTokens: 340, OutputTokens: 35, CacheReadToke
 // (1) A shell command and a patch that need permission, allowed.
 func TestTurnWithPermissionAllowed(t *testing.T) {
 	r := newRig(t, modelmock.Script{Rules: []modelmock.Rule{shellAndPatch("do the work")}})
-	h := newHost(allow)
-	s := r.start(t, r.spec(), h)
+	h := agentclitest.NewHost(allow)
+	s := r.start(t, r.Spec(), h)
 	send(t, s, "do the work")
-	evs := h.waitTurns(t, 1)
-	_, perms := h.snapshot()
+	evs := h.WaitTurns(t, 1, wait)
+	_, perms := h.Snapshot()
 
-	te := all[provider.TurnEnded](evs)[0]
+	te := agentclitest.All[provider.TurnEnded](evs)[0]
 	if te.Err != nil || te.Interrupted || te.Result != "done" {
 		t.Fatalf("TurnEnded = %+v, want success with result done", te)
 	}
@@ -57,7 +58,7 @@ func TestTurnWithPermissionAllowed(t *testing.T) {
 		t.Errorf("second permission = %+v, want apply_patch naming notes.md", p)
 	}
 	for _, f := range []string{"x.txt", "notes.md"} {
-		if _, err := os.Stat(filepath.Join(r.dir, f)); err != nil {
+		if _, err := os.Stat(filepath.Join(r.Dir, f)); err != nil {
 			t.Errorf("%s was not written: %v", f, err)
 		}
 	}
@@ -82,7 +83,7 @@ func TestTurnWithPermissionAllowed(t *testing.T) {
 	text := index(evs, edit+1, func(ev provider.Event) bool { e, ok := ev.(provider.Text); return ok && e.Text == "done" })
 	end := index(evs, text+1, is[provider.TurnEnded])
 	if i < 0 || cmdStart < 0 || cmdEnd < 0 || patchStart < 0 || patchEnd < 0 || edit < 0 || text < 0 || end != len(evs)-1 {
-		t.Fatalf("events out of order (%d %d %d %d %d %d %d %d):\n%s", i, cmdStart, cmdEnd, patchStart, patchEnd, edit, text, end, dump(evs))
+		t.Fatalf("events out of order (%d %d %d %d %d %d %d %d):\n%s", i, cmdStart, cmdEnd, patchStart, patchEnd, edit, text, end, agentclitest.Dump(evs))
 	}
 	ss := evs[i].(provider.SessionStarted)
 	if ss.ID == "" || ss.ID != s.ResumeID() || ss.Model != "gpt-5.5" {
@@ -93,19 +94,19 @@ func TestTurnWithPermissionAllowed(t *testing.T) {
 		t.Errorf("command events = %+v / %+v", st, ct)
 	}
 	fe := evs[edit].(provider.FileEdited)
-	if fe.Path != filepath.Join(r.dir, "notes.md") || fe.Change != provider.Created || fe.Tool != "apply_patch" {
+	if fe.Path != filepath.Join(r.Dir, "notes.md") || fe.Change != provider.Created || fe.Tool != "apply_patch" {
 		t.Errorf("FileEdited = %+v", fe)
 	}
-	if n := count[provider.FileEdited](evs); n != 1 {
+	if n := agentclitest.Count[provider.FileEdited](evs); n != 1 {
 		t.Errorf("%d FileEdited events, want 1 (the shell's redirect is no edit tool)", n)
 	}
-	if reasoning := all[provider.Text](evs); !hasText(reasoning, "Now the notes.", true) || !hasText(reasoning, "I'll run it", false) {
+	if reasoning := agentclitest.All[provider.Text](evs); !hasText(reasoning, "Now the notes.", true) || !hasText(reasoning, "I'll run it", false) {
 		t.Errorf("texts = %+v, want the reasoning and both messages", reasoning)
 	}
-	if got := sumUsage(evs); got != workUsage {
+	if got := agentclitest.SumUsage(evs); got != workUsage {
 		t.Errorf("usage = %+v, want exactly what the endpoint reported %+v", got, workUsage)
 	}
-	if u := all[provider.Usage](evs); len(u) != 3 || u[2].ContextWindow == 0 || u[2].ContextTokens != 135 {
+	if u := agentclitest.All[provider.Usage](evs); len(u) != 3 || u[2].ContextWindow == 0 || u[2].ContextTokens != 135 {
 		t.Errorf("usage events = %+v, want one per request with the context", u)
 	}
 	if s.rd.unknown != 0 || s.rd.garbage != 0 || s.rd.badItems != 0 {
@@ -146,34 +147,34 @@ func fmtAny(v any) string {
 // (2) The same, denied: nothing is written and the model is told.
 func TestTurnWithPermissionDenied(t *testing.T) {
 	r := newRig(t, modelmock.Script{Rules: []modelmock.Rule{shellAndPatch("do the work")}})
-	h := newHost(deny)
-	s := r.start(t, r.spec(), h)
+	h := agentclitest.NewHost(deny)
+	s := r.start(t, r.Spec(), h)
 	send(t, s, "do the work")
-	evs := h.waitTurns(t, 1)
-	_, perms := h.snapshot()
-	if te := all[provider.TurnEnded](evs)[0]; te.Err != nil {
+	evs := h.WaitTurns(t, 1, wait)
+	_, perms := h.Snapshot()
+	if te := agentclitest.All[provider.TurnEnded](evs)[0]; te.Err != nil {
 		t.Fatalf("TurnEnded.Err = %v", te.Err)
 	}
 	if len(perms) != 2 {
 		t.Fatalf("Permission called %d times, want 2", len(perms))
 	}
 	for _, f := range []string{"x.txt", "notes.md"} {
-		if _, err := os.Stat(filepath.Join(r.dir, f)); !errors.Is(err, os.ErrNotExist) {
+		if _, err := os.Stat(filepath.Join(r.Dir, f)); !errors.Is(err, os.ErrNotExist) {
 			t.Errorf("%s exists after a denial (%v)", f, err)
 		}
 	}
-	for _, c := range all[provider.ToolCompleted](evs) {
+	for _, c := range agentclitest.All[provider.ToolCompleted](evs) {
 		if !c.IsError || !strings.Contains(c.Result, "declined") {
 			t.Errorf("ToolCompleted = %+v, want a declined error", c)
 		}
 	}
-	if n := count[provider.FileEdited](evs); n != 0 {
+	if n := agentclitest.Count[provider.FileEdited](evs); n != 0 {
 		t.Errorf("%d FileEdited after a denial", n)
 	}
 	if body := r.lastRequestBody(t); !strings.Contains(body, "rejected by user") {
 		t.Errorf("the model was not told of the denial: %s", body)
 	}
-	if got := sumUsage(evs); got != workUsage {
+	if got := agentclitest.SumUsage(evs); got != workUsage {
 		t.Errorf("usage = %+v, want %+v", got, workUsage)
 	}
 }
@@ -181,13 +182,13 @@ func TestTurnWithPermissionDenied(t *testing.T) {
 // A Permission error (expiry, shutdown) denies.
 func TestPermissionErrorDenies(t *testing.T) {
 	r := newRig(t, modelmock.Script{Rules: []modelmock.Rule{shellAndPatch("do the work")}})
-	h := newHost(func(provider.PermissionRequest) (provider.Decision, error) {
+	h := agentclitest.NewHost(func(context.Context, provider.PermissionRequest) (provider.Decision, error) {
 		return provider.Decision{}, provider.ErrNoAnswer
 	})
-	s := r.start(t, r.spec(), h)
+	s := r.start(t, r.Spec(), h)
 	send(t, s, "do the work")
-	h.waitTurns(t, 1)
-	if _, err := os.Stat(filepath.Join(r.dir, "x.txt")); !errors.Is(err, os.ErrNotExist) {
+	h.WaitTurns(t, 1, wait)
+	if _, err := os.Stat(filepath.Join(r.Dir, "x.txt")); !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("x.txt exists after an unanswered prompt (%v)", err)
 	}
 }
@@ -198,23 +199,23 @@ func TestMultiTurn(t *testing.T) {
 		{Name: "one", Match: "first question", Turns: []modelmock.Turn{{Text: "first answer", Usage: modelmock.Usage{Input: 50, Output: 7}}}},
 		{Name: "two", Match: "second question", Turns: []modelmock.Turn{{Text: "second answer", Usage: modelmock.Usage{Input: 80, Output: 9, CacheRead: 40}}}},
 	}})
-	h := newHost(allow)
-	s := r.start(t, r.spec(), h)
+	h := agentclitest.NewHost(allow)
+	s := r.start(t, r.Spec(), h)
 	send(t, s, "first question")
 	if err := s.Send(t.Context(), provider.Turn{Text: "too soon"}); err != nil && !errors.Is(err, provider.ErrBusy) {
 		t.Fatalf("Send during a turn = %v, want ErrBusy or nil", err)
 	}
-	first := h.waitTurns(t, 1)
+	first := h.WaitTurns(t, 1, wait)
 	send(t, s, "second question")
-	evs := h.waitTurns(t, 2)
-	ends := all[provider.TurnEnded](evs)
+	evs := h.WaitTurns(t, 2, wait)
+	ends := agentclitest.All[provider.TurnEnded](evs)
 	if ends[0].Result != "first answer" || ends[1].Result != "second answer" || ends[0].Err != nil || ends[1].Err != nil {
 		t.Fatalf("turns = %+v", ends)
 	}
-	if got := sumUsage(first); got != (provider.Usage{InputTokens: 50, OutputTokens: 7}) {
+	if got := agentclitest.SumUsage(first); got != (provider.Usage{InputTokens: 50, OutputTokens: 7}) {
 		t.Errorf("first turn usage = %+v", got)
 	}
-	if got := sumUsage(evs[len(first):]); got != (provider.Usage{InputTokens: 80, OutputTokens: 9, CacheReadTokens: 40}) {
+	if got := agentclitest.SumUsage(evs[len(first):]); got != (provider.Usage{InputTokens: 80, OutputTokens: 9, CacheReadTokens: 40}) {
 		t.Errorf("second turn usage = %+v", got)
 	}
 	if body := r.lastRequestBody(t); !strings.Contains(body, "first question") || !strings.Contains(body, "first answer") {
@@ -229,10 +230,10 @@ func TestResume(t *testing.T) {
 		{Name: "one", Match: "remember alpha", Turns: []modelmock.Turn{{Text: "remembered", Usage: modelmock.Usage{Input: 60, Output: 6}}}},
 		{Name: "two", Match: "what was it", Turns: []modelmock.Turn{{Text: "alpha", Usage: modelmock.Usage{Input: 90, Output: 3}}}},
 	}})
-	h := newHost(allow)
-	s := r.start(t, r.spec(), h)
+	h := agentclitest.NewHost(allow)
+	s := r.start(t, r.Spec(), h)
 	send(t, s, "remember alpha")
-	h.waitTurns(t, 1)
+	h.WaitTurns(t, 1, wait)
 	id := s.ResumeID()
 	if err := s.Close(); err != nil {
 		t.Fatal(err)
@@ -241,26 +242,26 @@ func TestResume(t *testing.T) {
 		t.Errorf("Err after Close = %v", s.Err())
 	}
 
-	h2 := newHost(allow)
-	spec := r.spec()
+	h2 := agentclitest.NewHost(allow)
+	spec := r.Spec()
 	spec.ResumeID = id
 	s2 := r.start(t, spec, h2)
 	if s2.ResumeID() != id {
 		t.Fatalf("resumed thread %q, want %q", s2.ResumeID(), id)
 	}
 	send(t, s2, "what was it")
-	evs := h2.waitTurns(t, 1)
-	if te := all[provider.TurnEnded](evs)[0]; te.Err != nil || te.Result != "alpha" {
+	evs := h2.WaitTurns(t, 1, wait)
+	if te := agentclitest.All[provider.TurnEnded](evs)[0]; te.Err != nil || te.Result != "alpha" {
 		t.Fatalf("TurnEnded = %+v", te)
 	}
-	if ss := all[provider.SessionStarted](evs); len(ss) == 0 || ss[0].ID != id {
+	if ss := agentclitest.All[provider.SessionStarted](evs); len(ss) == 0 || ss[0].ID != id {
 		t.Errorf("SessionStarted = %+v, want the resumed id", ss)
 	}
 	body := r.lastRequestBody(t)
 	if !strings.Contains(body, "remember alpha") || !strings.Contains(body, "remembered") {
 		t.Errorf("the resumed request lacks the first turn's history: %.300s", body)
 	}
-	if got := sumUsage(evs); got != (provider.Usage{InputTokens: 90, OutputTokens: 3}) {
+	if got := agentclitest.SumUsage(evs); got != (provider.Usage{InputTokens: 90, OutputTokens: 3}) {
 		t.Errorf("usage after resume = %+v, want only the new request's", got)
 	}
 }
@@ -279,13 +280,13 @@ func TestEndpointErrors(t *testing.T) {
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			r := newRig(t, modelmock.Script{Rules: []modelmock.Rule{{Name: "fail", Match: "fail please", Turns: []modelmock.Turn{c.turn}}}})
-			h := newHost(allow)
-			s := r.start(t, r.spec(), h)
+			h := agentclitest.NewHost(allow)
+			s := r.start(t, r.Spec(), h)
 			start := time.Now()
 			send(t, s, "fail please")
-			evs := h.waitTurns(t, 1)
+			evs := h.WaitTurns(t, 1, wait)
 			took := time.Since(start)
-			te := all[provider.TurnEnded](evs)[0]
+			te := agentclitest.All[provider.TurnEnded](evs)[0]
 			if te.Err == nil {
 				t.Fatalf("TurnEnded without error: %+v", te)
 			}
@@ -300,7 +301,7 @@ func TestEndpointErrors(t *testing.T) {
 			if took > 60*time.Second {
 				t.Errorf("the failure took %v, want it bounded under 60s", took)
 			}
-			t.Logf("%s: %v after %v and %d requests", c.name, te.Err, took.Round(time.Millisecond), len(r.srv.Requests()))
+			t.Logf("%s: %v after %v and %d requests", c.name, te.Err, took.Round(time.Millisecond), len(r.Srv.Requests()))
 			// The session survives a failed turn.
 			select {
 			case <-s.Done():
@@ -342,17 +343,17 @@ func TestFleetMCPToolNeedsNoPermission(t *testing.T) {
 		{ToolCalls: []modelmock.ToolCall{{Name: "mcp__fleet__ping", Input: map[string]any{"text": "yo"}}}},
 		{Text: "pinged"},
 	}}}})
-	h := newHost(allow)
-	spec := r.spec()
+	h := agentclitest.NewHost(allow)
+	spec := r.Spec()
 	// gpt-5.5 defers MCP tools behind tool_search; a model name without
 	// metadata gets them listed directly (docs/providers/codex.md).
 	spec.Model = "mock-model"
 	spec.MCP = []provider.MCPServer{{Name: "fleet", URL: hs.URL + "/mcp", Headers: map[string]string{"Authorization": "Bearer fleet-token"}, Tools: []string{"ping"}}}
 	s := r.start(t, spec, h)
 	send(t, s, "ping the fleet")
-	evs := h.waitTurns(t, 1)
-	_, perms := h.snapshot()
-	if te := all[provider.TurnEnded](evs)[0]; te.Err != nil || te.Result != "pinged" {
+	evs := h.WaitTurns(t, 1, wait)
+	_, perms := h.Snapshot()
+	if te := agentclitest.All[provider.TurnEnded](evs)[0]; te.Err != nil || te.Result != "pinged" {
 		t.Fatalf("TurnEnded = %+v", te)
 	}
 	if len(perms) != 0 {
@@ -368,12 +369,12 @@ func TestFleetMCPToolNeedsNoPermission(t *testing.T) {
 			t.Errorf("MCP request with Authorization %q", a)
 		}
 	}
-	started, done := all[provider.ToolStarted](evs), all[provider.ToolCompleted](evs)
+	started, done := agentclitest.All[provider.ToolStarted](evs), agentclitest.All[provider.ToolCompleted](evs)
 	if len(started) != 1 || started[0].Name != "mcp__fleet__ping" || started[0].Input["text"] != "yo" ||
 		len(done) != 1 || done[0].Result != "pong yo" || done[0].IsError {
 		t.Errorf("tool events = %+v / %+v", started, done)
 	}
-	for _, a := range s.cmd.Args {
+	for _, a := range agentclitest.Proc(s.cli).Args() {
 		if strings.Contains(a, "fleet-token") {
 			t.Errorf("the MCP token is on the command line: %q", a)
 		}
@@ -383,12 +384,12 @@ func TestFleetMCPToolNeedsNoPermission(t *testing.T) {
 // Instructions reach the model as developer instructions.
 func TestInstructions(t *testing.T) {
 	r := newRig(t, modelmock.Script{})
-	h := newHost(allow)
-	spec := r.spec()
+	h := agentclitest.NewHost(allow)
+	spec := r.Spec()
 	spec.Instructions = "You are the fleet's coordinator, codename heron."
 	s := r.start(t, spec, h)
 	send(t, s, "hello")
-	h.waitTurns(t, 1)
+	h.WaitTurns(t, 1, wait)
 	if body := r.lastRequestBody(t); !strings.Contains(body, "codename heron") {
 		t.Errorf("the instructions are not in the request")
 	}
@@ -397,20 +398,20 @@ func TestInstructions(t *testing.T) {
 // Inspect finds the CLI and its version and describes the endpoint.
 func TestInspect(t *testing.T) {
 	r := newRig(t, modelmock.Script{})
-	in := New(provider.Options{Path: r.cli}).Inspect(t.Context(), r.env)
-	if in.Err != nil || in.Path != r.cli || !strings.Contains(in.Version, "codex-cli") {
+	in := New(provider.Options{Path: r.CLI}).Inspect(t.Context(), r.Env)
+	if in.Err != nil || in.Path != r.CLI || !strings.Contains(in.Version, "codex-cli") {
 		t.Fatalf("Inspect = %+v", in)
 	}
 	if versionOf(in.Version) == VerifiedVersion && !in.Verified {
 		t.Errorf("Verified false for %s", in.Version)
 	}
-	if !strings.Contains(in.Endpoint, r.srv.URL()) || in.Credentials != "MOCK_API_KEY set" {
+	if !strings.Contains(in.Endpoint, r.Srv.URL()) || in.Credentials != "MOCK_API_KEY set" {
 		t.Errorf("Endpoint %q, Credentials %q", in.Endpoint, in.Credentials)
 	}
 	if strings.Contains(in.Endpoint+in.Credentials, "sk-test") {
 		t.Error("Inspect printed the secret")
 	}
-	missing := New(provider.Options{Path: filepath.Join(t.TempDir(), "nope")}).Inspect(t.Context(), r.env)
+	missing := New(provider.Options{Path: filepath.Join(t.TempDir(), "nope")}).Inspect(t.Context(), r.Env)
 	var me *provider.MissingCLIError
 	if !errors.As(missing.Err, &me) || me.Package != Package || me.ConfigKey != ConfigKey {
 		t.Errorf("missing CLI: %v", missing.Err)
@@ -421,10 +422,10 @@ func TestInspect(t *testing.T) {
 // ends, the turn ends once, Close is bounded.
 func TestCloseDuringPermission(t *testing.T) {
 	r := newRig(t, modelmock.Script{Rules: []modelmock.Rule{shellAndPatch("do the work")}})
-	h := newHost(nil) // never answers: waits for its context
-	s := r.start(t, r.spec(), h)
+	h := agentclitest.NewHost(nil) // never answers: waits for its context
+	s := r.start(t, r.Spec(), h)
 	send(t, s, "do the work")
-	h.waitFor(t, "the prompt", func([]provider.Event) bool { _, p := h.snapshot(); return len(p) == 1 })
+	h.WaitFor(t, wait, "the prompt", func([]provider.Event, []provider.PermissionRequest) bool { _, p := h.Snapshot(); return len(p) == 1 })
 	start := time.Now()
 	if err := s.Close(); err != nil {
 		t.Fatal(err)
@@ -432,11 +433,11 @@ func TestCloseDuringPermission(t *testing.T) {
 	if d := time.Since(start); d > 20*time.Second {
 		t.Errorf("Close took %v", d)
 	}
-	evs, _ := h.snapshot()
-	if ends := all[provider.TurnEnded](evs); len(ends) != 1 || !ends[0].Interrupted {
+	evs, _ := h.Snapshot()
+	if ends := agentclitest.All[provider.TurnEnded](evs); len(ends) != 1 || !ends[0].Interrupted {
 		t.Errorf("TurnEnded = %+v", ends)
 	}
-	if _, err := os.Stat(filepath.Join(r.dir, "x.txt")); !errors.Is(err, os.ErrNotExist) {
+	if _, err := os.Stat(filepath.Join(r.Dir, "x.txt")); !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("x.txt exists (%v)", err)
 	}
 }
@@ -444,11 +445,11 @@ func TestCloseDuringPermission(t *testing.T) {
 // Resuming a thread the CLI does not know fails Start with its words.
 func TestResumeUnknownThread(t *testing.T) {
 	r := newRig(t, modelmock.Script{})
-	spec := r.spec()
+	spec := r.Spec()
 	spec.ResumeID = "01a23127-0000-7000-8000-000000000000"
 	ctx, cancel := context.WithTimeout(t.Context(), wait)
 	defer cancel()
-	_, err := New(provider.Options{Path: r.cli}).Start(ctx, spec, newHost(allow))
+	_, err := New(provider.Options{Path: r.CLI}).Start(ctx, spec, agentclitest.NewHost(allow))
 	if err == nil || !strings.Contains(err.Error(), "thread/resume") {
 		t.Fatalf("Start = %v, want a thread/resume error", err)
 	}

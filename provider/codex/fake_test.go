@@ -1,7 +1,6 @@
 package codex
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"os"
@@ -11,7 +10,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agents-fleet/fleet/internal/proctree"
 	"github.com/agents-fleet/fleet/provider"
+	"github.com/agents-fleet/fleet/provider/agentcli"
+	"github.com/agents-fleet/fleet/provider/agentcli/agentclitest"
 )
 
 // The fake CLIs below are shell scripts standing in for `codex app-server`:
@@ -22,16 +24,6 @@ const fakeHandshake = `read -r l; printf '%s\n' '{"id":1,"result":{}}'
 read -r l
 read -r l; printf '%s\n' '{"id":2,"result":{"thread":{"id":"fake-thread"},"model":"fake-model"}}'
 `
-
-// fakeCLI writes script as an executable in a temp dir.
-func fakeCLI(t *testing.T, script string) string {
-	t.Helper()
-	p := filepath.Join(t.TempDir(), "codex")
-	if err := os.WriteFile(p, []byte("#!/bin/sh\n"+script), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	return p
-}
 
 // fakeSpec is a spec whose environment carries a unique mark, so a test
 // can find whatever the fake left running.
@@ -44,39 +36,10 @@ func fakeSpec(t *testing.T) (provider.Spec, string) {
 	}, mark
 }
 
-// leftovers lists processes carrying FAKE_MARK=mark (Linux; nil elsewhere).
-func leftovers(mark string) []int {
-	entries, err := os.ReadDir("/proc")
-	if err != nil {
-		return nil
-	}
-	var pids []int
-	for _, e := range entries {
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil || pid == os.Getpid() {
-			continue
-		}
-		env, err := os.ReadFile("/proc/" + e.Name() + "/environ")
-		if err == nil && bytes.Contains(env, []byte("FAKE_MARK="+mark+"\x00")) {
-			pids = append(pids, pid)
-		}
-	}
-	return pids
-}
-
-func waitDone(t *testing.T, s *session) {
-	t.Helper()
-	select {
-	case <-s.Done():
-	case <-time.After(wait):
-		t.Fatal("the session did not end")
-	}
-}
-
 func TestFakeExitsAtStart(t *testing.T) {
 	spec, mark := fakeSpec(t)
-	p := New(provider.Options{Path: fakeCLI(t, "echo 'fatal: config.toml is broken' >&2\nexit 3\n")})
-	_, err := p.Start(t.Context(), spec, newHost(allow))
+	p := New(provider.Options{Path: agentclitest.FakeCLI(t, "codex", "echo 'fatal: config.toml is broken' >&2\nexit 3\n")})
+	_, err := p.Start(t.Context(), spec, agentclitest.NewHost(allow))
 	if err == nil {
 		t.Fatal("Start succeeded")
 	}
@@ -85,25 +48,25 @@ func TestFakeExitsAtStart(t *testing.T) {
 			t.Errorf("Start error %q lacks %q", err, w)
 		}
 	}
-	if left := leftovers(mark); len(left) != 0 {
+	if left := proctree.FindMarked("FAKE_MARK", mark); len(left) != 0 {
 		t.Errorf("left running: %v", left)
 	}
 }
 
 func TestFakeHangsWithoutOutput(t *testing.T) {
 	spec, mark := fakeSpec(t)
-	p := New(provider.Options{Path: fakeCLI(t, "echo starting up >&2\nsleep 300 &\nexec sleep 301\n")})
+	p := New(provider.Options{Path: agentclitest.FakeCLI(t, "codex", "echo starting up >&2\nsleep 300 &\nexec sleep 301\n")})
 	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Second)
 	defer cancel()
 	start := time.Now()
-	_, err := p.Start(ctx, spec, newHost(allow))
+	_, err := p.Start(ctx, spec, agentclitest.NewHost(allow))
 	if err == nil || !strings.Contains(err.Error(), "did not answer initialize") || !strings.Contains(err.Error(), "starting up") {
 		t.Fatalf("Start error = %v, want no answer to initialize, with the stderr", err)
 	}
 	if d := time.Since(start); d > 30*time.Second {
 		t.Errorf("Start took %v", d)
 	}
-	if left := leftovers(mark); len(left) != 0 {
+	if left := proctree.FindMarked("FAKE_MARK", mark); len(left) != 0 {
 		t.Errorf("left running: %v", left)
 	}
 }
@@ -120,19 +83,19 @@ echo '{"method":"some/new/notification","params":{}}'
 echo 'thread panicked at core/src/codex.rs: boom' >&2
 exit 2
 `
-	h := newHost(allow)
-	s := startWith(t, New(provider.Options{Path: fakeCLI(t, script)}), spec, h)
+	h := agentclitest.NewHost(allow)
+	s := startWith(t, New(provider.Options{Path: agentclitest.FakeCLI(t, "codex", script)}), spec, h)
 	send(t, s, "go")
-	evs := h.waitTurns(t, 1)
-	waitDone(t, s)
-	te := all[provider.TurnEnded](evs)[0]
+	evs := h.WaitTurns(t, 1, wait)
+	agentclitest.WaitDone(t, s, wait)
+	te := agentclitest.All[provider.TurnEnded](evs)[0]
 	if te.Err == nil || !strings.Contains(te.Err.Error(), "exit status 2") || !strings.Contains(te.Err.Error(), "panicked at core/src/codex.rs: boom") {
 		t.Errorf("TurnEnded.Err = %v, want the exit and the stderr", te.Err)
 	}
 	if s.Err() == nil || s.Err().Error() != te.Err.Error() {
 		t.Errorf("Err = %v", s.Err())
 	}
-	if notes := all[provider.Note](evs); len(notes) != 1 || !strings.Contains(notes[0].Text, "not JSON-RPC") {
+	if notes := agentclitest.All[provider.Note](evs); len(notes) != 1 || !strings.Contains(notes[0].Text, "not JSON-RPC") {
 		t.Errorf("notes = %+v, want one about the garbage", notes)
 	}
 	if s.rd.garbage != 3 || s.rd.unknown != 1 {
@@ -141,7 +104,7 @@ exit 2
 	if err := s.Send(t.Context(), provider.Turn{Text: "again"}); !errors.Is(err, provider.ErrClosed) {
 		t.Errorf("Send after the crash = %v", err)
 	}
-	if left := leftovers(mark); len(left) != 0 {
+	if left := proctree.FindMarked("FAKE_MARK", mark); len(left) != 0 {
 		t.Errorf("left running: %v", left)
 	}
 }
@@ -149,22 +112,19 @@ exit 2
 func bigMessage(n int) string {
 	return `read -r l
 printf '%s\n' '{"id":3,"result":{"turn":{"id":"t1"}}}'
-printf '{"method":"item/completed","params":{"threadId":"fake-thread","turnId":"t1","item":{"type":"agentMessage","id":"m1","text":"'
-head -c ` + strconv.Itoa(n) + ` /dev/zero | tr '\0' a
-printf '"}}}\n'
-printf '%s\n' '{"method":"turn/completed","params":{"threadId":"fake-thread","turn":{"id":"t1","status":"completed","items":[]}}}'
+` + agentclitest.BigLine(`{"method":"item/completed","params":{"threadId":"fake-thread","turnId":"t1","item":{"type":"agentMessage","id":"m1","text":"`, n, `"}}}`) + `printf '%s\n' '{"method":"turn/completed","params":{"threadId":"fake-thread","turn":{"id":"t1","status":"completed","items":[]}}}'
 read -r l
 `
 }
 
 func TestFake5MBLine(t *testing.T) {
 	spec, _ := fakeSpec(t)
-	h := newHost(allow)
-	s := startWith(t, New(provider.Options{Path: fakeCLI(t, fakeHandshake+bigMessage(5_000_000))}), spec, h)
+	h := agentclitest.NewHost(allow)
+	s := startWith(t, New(provider.Options{Path: agentclitest.FakeCLI(t, "codex", fakeHandshake+bigMessage(5_000_000))}), spec, h)
 	send(t, s, "go")
-	evs := h.waitTurns(t, 1)
-	te := all[provider.TurnEnded](evs)[0]
-	texts := all[provider.Text](evs)
+	evs := h.WaitTurns(t, 1, wait)
+	te := agentclitest.All[provider.TurnEnded](evs)[0]
+	texts := agentclitest.All[provider.Text](evs)
 	if te.Err != nil || len(texts) != 1 || len(texts[0].Text) != 5_000_000 || len(te.Result) != 5_000_000 {
 		t.Fatalf("TurnEnded.Err = %v, %d texts", te.Err, len(texts))
 	}
@@ -172,19 +132,19 @@ func TestFake5MBLine(t *testing.T) {
 
 func TestFake20MBLine(t *testing.T) {
 	spec, mark := fakeSpec(t)
-	h := newHost(allow)
-	s := startWith(t, New(provider.Options{Path: fakeCLI(t, fakeHandshake+bigMessage(20_000_000))}), spec, h)
+	h := agentclitest.NewHost(allow)
+	s := startWith(t, New(provider.Options{Path: agentclitest.FakeCLI(t, "codex", fakeHandshake+bigMessage(20_000_000))}), spec, h)
 	send(t, s, "go")
-	evs := h.waitTurns(t, 1)
-	waitDone(t, s)
-	te := all[provider.TurnEnded](evs)[0]
+	evs := h.WaitTurns(t, 1, wait)
+	agentclitest.WaitDone(t, s, wait)
+	te := agentclitest.All[provider.TurnEnded](evs)[0]
 	if te.Err == nil || !strings.Contains(te.Err.Error(), "longer than 8 MiB") {
 		t.Fatalf("TurnEnded.Err = %v, want the over-long line", te.Err)
 	}
 	if s.Err() == nil || !strings.Contains(s.Err().Error(), "longer than 8 MiB") {
 		t.Errorf("Err = %v", s.Err())
 	}
-	if left := leftovers(mark); len(left) != 0 {
+	if left := proctree.FindMarked("FAKE_MARK", mark); len(left) != 0 {
 		t.Errorf("left running: %v", left)
 	}
 }
@@ -196,11 +156,11 @@ func TestFakeTurnStartRefused(t *testing.T) {
 printf '%s\n' '{"id":3,"error":{"code":-32600,"message":"thread not found: fake-thread"}}'
 read -r l
 `
-	h := newHost(allow)
-	s := startWith(t, New(provider.Options{Path: fakeCLI(t, script)}), spec, h)
+	h := agentclitest.NewHost(allow)
+	s := startWith(t, New(provider.Options{Path: agentclitest.FakeCLI(t, "codex", script)}), spec, h)
 	send(t, s, "go")
-	evs := h.waitTurns(t, 1)
-	if te := all[provider.TurnEnded](evs)[0]; te.Err == nil || !strings.Contains(te.Err.Error(), "thread not found") {
+	evs := h.WaitTurns(t, 1, wait)
+	if te := agentclitest.All[provider.TurnEnded](evs)[0]; te.Err == nil || !strings.Contains(te.Err.Error(), "thread not found") {
 		t.Fatalf("TurnEnded = %+v", te)
 	}
 }
@@ -218,16 +178,16 @@ printf '%s\n' '{"id":7,"method":"item/commandExecution/requestApproval","params"
 exit 0
 `
 	release := make(chan struct{})
-	h := newHost(func(provider.PermissionRequest) (provider.Decision, error) {
+	h := agentclitest.NewHost(func(context.Context, provider.PermissionRequest) (provider.Decision, error) {
 		<-release
 		return provider.Decision{Allow: true}, nil
 	})
-	s := startWith(t, New(provider.Options{Path: fakeCLI(t, script)}), spec, h)
+	s := startWith(t, New(provider.Options{Path: agentclitest.FakeCLI(t, "codex", script)}), spec, h)
 	send(t, s, "go")
-	h.waitFor(t, "the permission prompt", func([]provider.Event) bool { _, p := h.snapshot(); return len(p) == 1 })
-	waitDone(t, s)
+	h.WaitFor(t, wait, "the permission prompt", func([]provider.Event, []provider.PermissionRequest) bool { _, p := h.Snapshot(); return len(p) == 1 })
+	agentclitest.WaitDone(t, s, wait)
 	close(release)
-	h.waitTurns(t, 1)
+	h.WaitTurns(t, 1, wait)
 	s.Close()
 	b, err := os.ReadFile(out)
 	if err != nil || !strings.Contains(string(b), `"id":"x1"`) || !strings.Contains(string(b), `"error"`) {
@@ -239,19 +199,39 @@ exit 0
 // stays bounded and leaves nothing.
 func TestFakeIgnoresStdinClose(t *testing.T) {
 	spec, mark := fakeSpec(t)
-	h := newHost(allow)
-	s := startWith(t, New(provider.Options{Path: fakeCLI(t, fakeHandshake+"trap '' TERM HUP\nsleep 300 &\nexec sleep 301\n")}), spec, h)
+	h := agentclitest.NewHost(allow)
+	s := startWith(t, New(provider.Options{Path: agentclitest.FakeCLI(t, "codex", fakeHandshake+"trap '' TERM HUP\nsleep 300 &\nexec sleep 301\n")}), spec, h)
 	start := time.Now()
 	if err := s.Close(); err != nil {
 		t.Fatal(err)
 	}
-	if d := time.Since(start); d > exitGrace+10*time.Second {
+	if d := time.Since(start); d > agentcli.ExitGrace+10*time.Second {
 		t.Errorf("Close took %v", d)
 	}
 	if s.Err() != nil {
 		t.Errorf("Err after Close = %v", s.Err())
 	}
-	if left := leftovers(mark); len(left) != 0 {
+	if left := proctree.FindMarked("FAKE_MARK", mark); len(left) != 0 {
 		t.Errorf("left running: %v", left)
+	}
+}
+
+// A session runs on whatever Process its Launcher gives, not only a local
+// one (agentclitest.Opaque hides that it is).
+func TestFakeOnAnyProcess(t *testing.T) {
+	spec, _ := fakeSpec(t)
+	p := New(provider.Options{Path: agentclitest.FakeCLI(t, "codex", fakeHandshake+bigMessage(5))})
+	p.Launcher = agentclitest.Opaque
+	h := agentclitest.NewHost(allow)
+	s := startWith(t, p, spec, h)
+	if _, local := s.cli.Process().(*agentcli.Proc); local {
+		t.Fatal("the session runs on a local Proc")
+	}
+	send(t, s, "go")
+	if te := h.TurnEnded(t, 1, wait); te.Err != nil || te.Result != "aaaaa" {
+		t.Errorf("TurnEnded = %+v", te)
+	}
+	if err := s.Close(); err != nil || s.Err() != nil {
+		t.Errorf("Close %v, Err %v", err, s.Err())
 	}
 }

@@ -11,7 +11,9 @@ import (
 	"time"
 
 	"github.com/agents-fleet/fleet/internal/modelmock"
+	"github.com/agents-fleet/fleet/internal/proctree"
 	"github.com/agents-fleet/fleet/provider"
+	"github.com/agents-fleet/fleet/provider/agentcli/agentclitest"
 )
 
 // (5) Interrupt during `sleep 300`: the turn ends interrupted, the command
@@ -29,7 +31,7 @@ func TestInterruptEndsTheRunningCommand(t *testing.T) {
 	}{
 		{"foreground", map[string]any{"cmd": "sleep 300"}, modelmock.Turn{Text: "woke up"}, nil},
 		{"background", map[string]any{"cmd": "sleep 300", "yield_time_ms": 300}, modelmock.Turn{Hang: true},
-			func(r *rig) bool { return len(r.srv.Requests()) >= 2 }}, // the model is asked again: the command yielded
+			func(r *rig) bool { return len(r.Srv.Requests()) >= 2 }}, // the model is asked again: the command yielded
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -40,13 +42,15 @@ func TestInterruptEndsTheRunningCommand(t *testing.T) {
 				}},
 				{Name: "after", Match: "still there", Turns: []modelmock.Turn{{Text: "yes"}}},
 			}})
-			h := newHost(allow)
-			s := r.start(t, r.spec(), h)
+			h := agentclitest.NewHost(allow)
+			s := r.start(t, r.Spec(), h)
 			send(t, s, "take a nap")
-			h.waitFor(t, "the command to start", func(evs []provider.Event) bool { return count[provider.ToolStarted](evs) == 1 })
+			h.WaitFor(t, wait, "the command to start", func(evs []provider.Event, _ []provider.PermissionRequest) bool {
+				return agentclitest.Count[provider.ToolStarted](evs) == 1
+			})
 			sleeping := func() []int {
 				var out []int
-				for _, pid := range markedCommands(s.tree.Mark()) {
+				for _, pid := range proctree.FindMarked(commandEnv, s.mark) {
 					if b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/cmdline"); err == nil && strings.HasPrefix(string(b), "sleep\x00300") {
 						out = append(out, pid)
 					}
@@ -66,8 +70,8 @@ func TestInterruptEndsTheRunningCommand(t *testing.T) {
 			if err := s.Interrupt(ctx); err != nil {
 				t.Fatalf("Interrupt: %v", err)
 			}
-			evs := h.waitTurns(t, 1)
-			te := all[provider.TurnEnded](evs)[0]
+			evs := h.WaitTurns(t, 1, wait)
+			te := agentclitest.All[provider.TurnEnded](evs)[0]
 			if !te.Interrupted || te.Err != nil {
 				t.Fatalf("TurnEnded = %+v, want interrupted", te)
 			}
@@ -78,7 +82,7 @@ func TestInterruptEndsTheRunningCommand(t *testing.T) {
 				}
 				t.Errorf("sleep 300 still running after the interrupt: %v", left)
 			}
-			if done := all[provider.ToolCompleted](evs); len(done) != 1 || !done[0].IsError {
+			if done := agentclitest.All[provider.ToolCompleted](evs); len(done) != 1 || !done[0].IsError {
 				t.Errorf("ToolCompleted = %+v, want the command completed as interrupted", done)
 			}
 			if err := s.Interrupt(ctx); err != nil {
@@ -86,8 +90,8 @@ func TestInterruptEndsTheRunningCommand(t *testing.T) {
 			}
 
 			send(t, s, "still there")
-			evs = h.waitTurns(t, 2)
-			if te := all[provider.TurnEnded](evs)[1]; te.Err != nil || te.Result != "yes" {
+			evs = h.WaitTurns(t, 2, wait)
+			if te := agentclitest.All[provider.TurnEnded](evs)[1]; te.Err != nil || te.Result != "yes" {
 				t.Fatalf("turn after the interrupt = %+v", te)
 			}
 
@@ -97,7 +101,7 @@ func TestInterruptEndsTheRunningCommand(t *testing.T) {
 			if err := s.Close(); err != nil {
 				t.Fatalf("second Close: %v", err)
 			}
-			if left := s.tree.Alive(); len(left) != 0 {
+			if left := agentclitest.Alive(s.cli); len(left) != 0 {
 				t.Errorf("processes left after Close: %v", left)
 			}
 			if s.Err() != nil {
@@ -116,12 +120,14 @@ func TestCloseDuringTurn(t *testing.T) {
 			{Text: "woke up"},
 		}},
 	}})
-	h := newHost(allow)
-	s := r.start(t, r.spec(), h)
+	h := agentclitest.NewHost(allow)
+	s := r.start(t, r.Spec(), h)
 	send(t, s, "take a nap")
-	h.waitFor(t, "the command to start", func(evs []provider.Event) bool { return count[provider.ToolStarted](evs) == 1 })
+	h.WaitFor(t, wait, "the command to start", func(evs []provider.Event, _ []provider.PermissionRequest) bool {
+		return agentclitest.Count[provider.ToolStarted](evs) == 1
+	})
 	deadline := time.Now().Add(wait)
-	for len(markedCommands(s.tree.Mark())) < 2 {
+	for len(proctree.FindMarked(commandEnv, s.mark)) < 2 {
 		if time.Now().After(deadline) {
 			t.Fatal("the command never ran")
 		}
@@ -137,11 +143,11 @@ func TestCloseDuringTurn(t *testing.T) {
 	default:
 		t.Fatal("Done not closed after Close")
 	}
-	evs, _ := h.snapshot()
-	if ends := all[provider.TurnEnded](evs); len(ends) != 1 || !ends[0].Interrupted {
+	evs, _ := h.Snapshot()
+	if ends := agentclitest.All[provider.TurnEnded](evs); len(ends) != 1 || !ends[0].Interrupted {
 		t.Errorf("TurnEnded = %+v, want one, interrupted", ends)
 	}
-	if left := s.tree.Alive(); len(left) != 0 {
+	if left := agentclitest.Alive(s.cli); len(left) != 0 {
 		t.Errorf("processes left after Close: %v", left)
 	}
 	if err := s.Send(t.Context(), provider.Turn{Text: "again"}); err != provider.ErrClosed {

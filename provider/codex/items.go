@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/agents-fleet/fleet/provider"
+	"github.com/agents-fleet/fleet/provider/agentcli/jsonrpc"
 )
 
 // threadItem is the union of the ThreadItem fields the adapter reads.
@@ -404,7 +405,7 @@ func (a tokenBreakdown) negative() bool {
 // update this process saw (so a repeated update counts nothing), or `last`
 // for the first one. Updates for another turn than the running one — the
 // old turn's update that thread/resume replays — only set the baseline.
-func (s *session) tokenUsage(m message) {
+func (s *session) tokenUsage(m jsonrpc.Params) {
 	var p struct {
 		TurnID     string `json:"turnId"`
 		TokenUsage struct {
@@ -519,7 +520,7 @@ func (e *TurnError) Error() string {
 	return e.Message + " (" + e.Code + ")"
 }
 
-func (s *session) turnCompleted(m message) {
+func (s *session) turnCompleted(m jsonrpc.Params) {
 	var p struct {
 		Turn struct {
 			ID     string     `json:"id"`

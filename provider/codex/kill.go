@@ -1,24 +1,23 @@
 package codex
 
-import (
-	"os/exec"
-
-	"github.com/agents-fleet/fleet/internal/proctree"
-)
-
-// killCommands ends the commands Codex ran for the model in this session
-// (every process whose environment carries commandEnv=mark, however it
-// detached) and their process groups, sparing the app-server's own group:
-// after turn/interrupt Codex keeps a running command alive, and the
-// session must go on. Off Linux it does nothing: those commands end with
-// the session's process tree at Close.
-func killCommands(mark string, cmd *exec.Cmd) {
-	spare := -1
-	if cmd != nil && cmd.Process != nil {
-		spare = cmd.Process.Pid // the tree's group leader (proctree.Prepare)
-	}
-	proctree.SweepMarked(commandEnv, mark, spare)
+// commandSweeper is what an interrupt needs of the CLI's process: a way to
+// end the commands Codex ran for the model (every process whose
+// environment carries commandEnv=mark, however it detached) and their
+// process groups, sparing the app-server's own group. A local
+// agentcli.Proc is one.
+type commandSweeper interface {
+	SweepMarked(name, value string) int
 }
 
-// markedCommands lists this user's live processes with commandEnv=mark.
-func markedCommands(mark string) []int { return proctree.FindMarked(commandEnv, mark) }
+// sweepCommands ends the commands the session's turns left running: after
+// turn/interrupt Codex keeps a running command alive, and the session must
+// go on. Where the process cannot sweep (or off Linux, where a local one
+// finds nothing) those commands end with the process tree at Close.
+func (s *session) sweepCommands() {
+	if s.cli == nil {
+		return
+	}
+	if sw, ok := s.cli.Process().(commandSweeper); ok {
+		sw.SweepMarked(commandEnv, s.mark)
+	}
+}

@@ -8,13 +8,14 @@ import (
 	"strings"
 
 	"github.com/agents-fleet/fleet/provider"
+	"github.com/agents-fleet/fleet/provider/agentcli/jsonrpc"
 )
 
 // serverRequest answers a request of the CLI. Prompts for the operator run
 // on a goroutine of their own (the reader keeps reading); everything else
 // is answered at once. An unknown request gets a JSON-RPC error, so the CLI
 // never waits on it.
-func (s *session) serverRequest(method string, id json.RawMessage, m message) {
+func (s *session) serverRequest(method string, id json.RawMessage, m jsonrpc.Params) {
 	switch method {
 	case "item/commandExecution/requestApproval":
 		s.commandApproval(id, m)
@@ -29,48 +30,26 @@ func (s *session) serverRequest(method string, id json.RawMessage, m message) {
 	case "execCommandApproval", "applyPatchApproval":
 		s.legacyApproval(id, method, m)
 	default:
-		s.respondError(id, -32601, "agents-fleet does not handle "+method)
+		_ = s.rpc.RespondError(id, jsonrpc.CodeMethodNotFound, "agents-fleet does not handle "+method)
 	}
 }
 
-// prompt runs ask on a goroutine with a context that ends with the turn
-// (or the session, between turns) or when the CLI resolves the request
-// itself, and writes its answer unless the request was resolved meanwhile.
+// prompt asks the operator (ask) on a goroutine of its own, with a context
+// that ends with the turn (or the session, between turns) or when the CLI
+// resolves the request itself, and answers the request unless it was
+// resolved meanwhile.
 func (s *session) prompt(id json.RawMessage, ask func(ctx context.Context) any) {
-	key := string(id)
 	s.mu.Lock()
 	parent := s.ctx
 	if s.turn != nil {
 		parent = s.turn.ctx
 	}
-	ctx, cancel := context.WithCancel(parent)
-	s.prompts[key] = cancel
-	s.promptsWG.Add(1)
 	s.mu.Unlock()
-	go func() {
-		defer s.promptsWG.Done()
-		answer := ask(ctx)
-		s.mu.Lock()
-		_, open := s.prompts[key]
-		delete(s.prompts, key)
-		s.mu.Unlock()
-		cancel()
-		if open {
-			s.respond(id, answer)
-		}
-	}()
+	s.rpc.Prompt(id, parent, ask)
 }
 
-// resolved ends the prompt for a request the CLI no longer waits on.
-func (s *session) resolved(id json.RawMessage) {
-	s.mu.Lock()
-	cancel := s.prompts[string(id)]
-	delete(s.prompts, string(id))
-	s.mu.Unlock()
-	if cancel != nil {
-		cancel()
-	}
-}
+// respond answers request id at once.
+func (s *session) respond(id json.RawMessage, result any) { _ = s.rpc.Respond(id, result) }
 
 // decisionOption is a permission option and the decision value it sends.
 type decisionOption struct {
@@ -176,7 +155,7 @@ func choose(opts []decisionOption, d provider.Decision, err error) json.RawMessa
 	return json.RawMessage(`"decline"`)
 }
 
-func (s *session) commandApproval(id json.RawMessage, m message) {
+func (s *session) commandApproval(id json.RawMessage, m jsonrpc.Params) {
 	var p struct {
 		ItemID                 string            `json:"itemId"`
 		Kind                   string            `json:"kind"`
@@ -213,7 +192,7 @@ func (s *session) commandApproval(id json.RawMessage, m message) {
 	})
 }
 
-func (s *session) fileChangeApproval(id json.RawMessage, m message) {
+func (s *session) fileChangeApproval(id json.RawMessage, m jsonrpc.Params) {
 	var p struct {
 		ItemID    string  `json:"itemId"`
 		Reason    *string `json:"reason"`
@@ -245,7 +224,7 @@ func (s *session) fileChangeApproval(id json.RawMessage, m message) {
 // fleet's own servers are accepted without asking (they are configured to
 // approve their tools, so this is a fallback), other servers' tool calls go
 // to the operator, and other elicitations (forms) are declined.
-func (s *session) elicitation(id json.RawMessage, m message) {
+func (s *session) elicitation(id json.RawMessage, m jsonrpc.Params) {
 	var p struct {
 		ServerName string `json:"serverName"`
 		Message    string `json:"message"`
@@ -288,7 +267,7 @@ func (s *session) elicitation(id json.RawMessage, m message) {
 // permissionsApproval relays a request for extra sandbox permissions
 // (network, filesystem); allowing grants what was asked, for the turn or
 // the session.
-func (s *session) permissionsApproval(id json.RawMessage, m message) {
+func (s *session) permissionsApproval(id json.RawMessage, m jsonrpc.Params) {
 	var p struct {
 		ItemID      string          `json:"itemId"`
 		Cwd         string          `json:"cwd"`
@@ -327,7 +306,7 @@ func (s *session) permissionsApproval(id json.RawMessage, m message) {
 }
 
 // userInput asks the operator the model's request_user_input questions.
-func (s *session) userInput(id json.RawMessage, m message) {
+func (s *session) userInput(id json.RawMessage, m jsonrpc.Params) {
 	var p struct {
 		Questions []struct {
 			ID       string `json:"id"`
@@ -370,7 +349,7 @@ func (s *session) userInput(id json.RawMessage, m message) {
 
 // legacyApproval answers the v1 approval requests (not sent for v2
 // threads, handled so they never hang) with a plain allow/deny.
-func (s *session) legacyApproval(id json.RawMessage, method string, m message) {
+func (s *session) legacyApproval(id json.RawMessage, method string, m jsonrpc.Params) {
 	tool := "exec_command"
 	if method == "applyPatchApproval" {
 		tool = "apply_patch"
@@ -380,7 +359,7 @@ func (s *session) legacyApproval(id json.RawMessage, method string, m message) {
 		Reason *string `json:"reason"`
 	}
 	_ = s.decode(m, &p)
-	req := provider.PermissionRequest{ToolCallID: p.CallID, Tool: tool, Input: rawInput(m.raw()), Description: deref(p.Reason)}
+	req := provider.PermissionRequest{ToolCallID: p.CallID, Tool: tool, Input: rawInput(m.Raw()), Description: deref(p.Reason)}
 	s.prompt(id, func(ctx context.Context) any {
 		d, err := s.h.Permission(ctx, req)
 		if err != nil || !d.Allow {

@@ -5,19 +5,11 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
-	"strconv"
 	"time"
 
-	"github.com/agents-fleet/fleet/provider/agentcli"
-
 	"github.com/agents-fleet/fleet/provider"
+	"github.com/agents-fleet/fleet/provider/agentcli/jsonrpc"
 )
-
-// errLineTooLong is the line reader's error for a line over the cap.
-var errLineTooLong = agentcli.ErrLineTooLong
-
-func newLineReader(r io.Reader, max int) *agentcli.LineReader { return agentcli.NewLineReader(r, max) }
 
 // readState is what the reader goroutine keeps between lines.
 type readState struct {
@@ -54,98 +46,53 @@ type openItem struct {
 	changes []fileUpdate
 }
 
-// envelope is a JSON-RPC message as the CLI writes it (without "jsonrpc").
-type envelope struct {
-	ID     json.RawMessage `json:"id"`
-	Method string          `json:"method"`
-	Params json.RawMessage `json:"params"`
-	Result json.RawMessage `json:"result"`
-	Error  *rpcError       `json:"error"`
-}
-
 // handleLine decodes one stdout line and acts on it. Reader goroutine only.
-//
-// The CLI writes "method" first in its notifications and requests, so the
-// method is read off the line's start and the line is decoded once, straight
-// into what that method's handler needs (encoding/json validates it on the
-// way: a broken line is garbage all the same). Other lines go through the
-// generic envelope.
-func (s *session) handleLine(line []byte) {
-	line = bytes.TrimSpace(line)
-	if len(line) == 0 {
-		return
+func (s *session) handleLine(line []byte) { s.rpc.Dispatch(line) }
+
+// isNotification reports the methods the CLI sends only as notifications,
+// whose lines the dispatcher does not search for an id: the ones the
+// adapter maps and the ones it ignores. Other methods are checked for an
+// id (requests, and notifications the adapter does not know).
+func isNotification(method string) bool {
+	switch method {
+	case "item/started", "item/completed", "thread/tokenUsage/updated", "turn/started", "turn/completed",
+		"thread/started", "error", "serverRequest/resolved", "configWarning", "deprecationNotice", "warning",
+		"guardianWarning", "model/rerouted", "mcpServer/startupStatus/updated", "thread/compacted":
+		return true
 	}
-	if method, ok := peekMethod(line); ok {
-		if ignored[method] {
-			if !json.Valid(line) {
-				s.garbageLine(line)
-			}
-			return
-		}
-		if s.skippable(method, line) {
-			return
-		}
-		m := message{line: line}
-		if isRequest(method) {
-			id := peekID(line, method)
-			if id == nil {
-				var head struct {
-					ID json.RawMessage `json:"id"`
-				}
-				if json.Unmarshal(line, &head) != nil {
-					s.garbageLine(line)
-					return
-				}
-				id = head.ID
-			}
-			if len(id) > 0 {
-				s.serverRequest(method, id, m)
-				return
-			}
-		}
-		s.notification(method, m)
-		return
-	}
-	if s.unawaitedResponse(line) {
-		return
-	}
-	var env envelope
-	if line[0] != '{' || json.Unmarshal(line, &env) != nil {
-		s.garbageLine(line)
-		return
-	}
-	m := message{params: env.Params, parsed: true}
-	switch {
-	case env.Method != "" && len(env.ID) > 0:
-		s.serverRequest(env.Method, env.ID, m)
-	case env.Method != "":
-		s.notification(env.Method, m)
-	case len(env.ID) > 0:
-		s.response(env)
-	default:
-		s.garbageLine(line)
-	}
+	return ignored[method]
 }
 
-// peekMethod reads the method of a line that starts {"method":"….
-func peekMethod(line []byte) (string, bool) {
-	const prefix = `{"method":"`
-	if !bytes.HasPrefix(line, []byte(prefix)) {
-		return "", false
-	}
-	rest := line[len(prefix):]
-	end := bytes.IndexByte(rest, '"')
-	if end <= 0 || bytes.IndexByte(rest[:end], '\\') >= 0 {
-		return "", false
-	}
-	return string(rest[:end]), true
+// Request answers a request of the CLI's (jsonrpc.Handler).
+func (s *session) Request(id json.RawMessage, method string, p jsonrpc.Params) {
+	s.serverRequest(method, id, p)
 }
+
+// Notification maps a notification (jsonrpc.Handler). The ones the
+// adapter ignores, and the ones skippable shows map to nothing, are not
+// decoded.
+func (s *session) Notification(method string, p jsonrpc.Params) {
+	if ignored[method] {
+		if !p.Valid() {
+			s.garbageLine(p.Line())
+		}
+		return
+	}
+	if s.skippable(method, p.Line()) {
+		return
+	}
+	s.notification(method, p)
+}
+
+// Invalid counts a line that is not JSON-RPC (jsonrpc.Handler).
+func (s *session) Invalid(line []byte) { s.garbageLine(line) }
 
 // skippable reports lines that would map to nothing, read off their start
 // without decoding them: item/started of items that are not tools (text
 // and reasoning map at item/completed), a user message's items, and
 // thread/started of the thread already reported. These prefixes follow
-// the CLI's field order; a line in another order is decoded as usual.
+// the CLI's field order; a line in another order (or already decoded: no
+// line) is decoded as usual.
 func (s *session) skippable(method string, line []byte) bool {
 	switch method {
 	case "item/started", "item/completed":
@@ -179,105 +126,12 @@ func (s *session) skippable(method string, line []byte) bool {
 	return false
 }
 
-// unawaitedResponse reports a response ({"id":N,…) to no request of ours
-// that waits — an answer already given up on — without decoding it.
-func (s *session) unawaitedResponse(line []byte) bool {
-	const prefix = `{"id":`
-	if !bytes.HasPrefix(line, []byte(prefix)) {
-		return false
-	}
-	rest := line[len(prefix):]
-	end := bytes.IndexByte(rest, ',')
-	if end <= 0 {
-		return false
-	}
-	if after := rest[end:]; !bytes.HasPrefix(after, []byte(`,"result":`)) && !bytes.HasPrefix(after, []byte(`,"error":`)) {
-		return false // a request written id first
-	}
-	id, err := strconv.ParseInt(string(rest[:end]), 10, 64)
-	if err != nil {
-		return false
-	}
-	s.mu.Lock()
-	_, waiting := s.pending[id]
-	s.mu.Unlock()
-	return !waiting
-}
-
-// peekID reads the id of a request line that starts
-// {"method":"M","id":N, (the CLI's order); nil when it does not.
-func peekID(line []byte, method string) json.RawMessage {
-	rest := line[len(`{"method":"`)+len(method):]
-	const key = `","id":`
-	if !bytes.HasPrefix(rest, []byte(key)) {
-		return nil
-	}
-	rest = rest[len(key):]
-	end := bytes.IndexByte(rest, ',')
-	if end <= 0 {
-		return nil
-	}
-	if _, err := strconv.ParseInt(string(rest[:end]), 10, 64); err != nil {
-		return nil // a string id: let the decoder read it
-	}
-	return json.RawMessage(bytes.Clone(rest[:end])) // the line buffer is reused
-}
-
-// isRequest reports whether method is one the CLI sends as a request (it
-// needs the line's id); unknown methods are checked for an id too.
-func isRequest(method string) bool {
-	switch method {
-	case "item/started", "item/completed", "thread/tokenUsage/updated", "turn/started", "turn/completed",
-		"thread/started", "error", "serverRequest/resolved", "configWarning", "deprecationNotice", "warning",
-		"guardianWarning", "model/rerouted", "mcpServer/startupStatus/updated", "thread/compacted":
-		return false
-	}
-	return true
-}
-
-// message is a notification's or request's params: either the whole line
-// (decoded through its "params" field) or params already split off.
-type message struct {
-	line   []byte
-	params json.RawMessage
-	parsed bool // params is set (the line was decoded as an envelope)
-}
-
-// decode decodes the params into v, a pointer; false when they do not fit
-// (a broken line, or params of another shape).
-func (m message) decode(v any) error {
-	if m.parsed {
-		if len(m.params) == 0 {
-			return errNoParams
-		}
-		return json.Unmarshal(m.params, v)
-	}
-	wrap := struct {
-		Params any `json:"params"`
-	}{v}
-	return json.Unmarshal(m.line, &wrap)
-}
-
-// raw returns the params as raw JSON.
-func (m message) raw() json.RawMessage {
-	if m.parsed {
-		return m.params
-	}
-	var wrap struct {
-		Params json.RawMessage `json:"params"`
-	}
-	_ = json.Unmarshal(m.line, &wrap)
-	return wrap.Params
-}
-
-var errNoParams = errors.New("no params")
-
-// decode is m.decode; a line that is not JSON at all counts as garbage.
-func (s *session) decode(m message, v any) error {
-	err := m.decode(v)
+// decode is p.Decode; a line that is not JSON at all counts as garbage.
+func (s *session) decode(p jsonrpc.Params, v any) error {
+	err := p.Decode(v)
 	var syntax *json.SyntaxError
-	if errors.As(err, &syntax) && !m.parsed {
-		s.garbageLine(m.line)
+	if errors.As(err, &syntax) && p.Line() != nil {
+		s.garbageLine(p.Line())
 	}
 	return err
 }
@@ -294,26 +148,6 @@ func lastBytesFromStart(b []byte, n int) string {
 		return string(b[:n]) + "…"
 	}
 	return string(b)
-}
-
-func (s *session) response(env envelope) {
-	id, err := strconv.ParseInt(string(env.ID), 10, 64)
-	if err != nil {
-		s.rd.unknown++
-		return
-	}
-	s.mu.Lock()
-	cb := s.pending[id]
-	delete(s.pending, id)
-	s.mu.Unlock()
-	if cb == nil {
-		return
-	}
-	if env.Error != nil {
-		cb(reply{err: env.Error})
-		return
-	}
-	cb(reply{result: env.Result})
 }
 
 // ignored are notifications the adapter knows and does not map (most are
@@ -341,7 +175,7 @@ func init() {
 	}
 }
 
-func (s *session) notification(method string, m message) {
+func (s *session) notification(method string, m jsonrpc.Params) {
 	switch method {
 	case "item/started":
 		var p struct {
@@ -403,7 +237,7 @@ func (s *session) notification(method string, m message) {
 			RequestID json.RawMessage `json:"requestId"`
 		}
 		if s.decode(m, &p) == nil {
-			s.resolved(p.RequestID)
+			s.rpc.Withdraw(p.RequestID)
 		}
 	case "configWarning", "deprecationNotice":
 		var p struct {
@@ -452,8 +286,8 @@ func (s *session) notification(method string, m message) {
 		if ignored[method] {
 			return
 		}
-		if !m.parsed && !json.Valid(m.line) {
-			s.garbageLine(m.line)
+		if !m.Valid() {
+			s.garbageLine(m.Line())
 			return
 		}
 		s.rd.unknown++

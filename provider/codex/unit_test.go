@@ -13,25 +13,26 @@ import (
 	"testing"
 
 	"github.com/agents-fleet/fleet/provider"
+	"github.com/agents-fleet/fleet/provider/agentcli/agentclitest"
 )
 
 // No prefix of a recorded line makes the parser panic or emit nonsense;
 // broken lines are counted as garbage.
 func TestTruncatedLines(t *testing.T) {
 	lines, _ := recordedLines(t)
-	h := newHost(allow)
+	h := agentclitest.NewHost(allow)
 	s := parseSession(t, h)
 	for _, line := range lines {
 		for cut := 1; cut < len(line); cut += 13 {
 			s.handleLine(slices.Clone(line[:cut]))
 		}
 	}
-	s.promptsWG.Wait()
+	s.rpc.WaitPrompts()
 	if s.rd.garbage == 0 {
 		t.Error("no truncated line was counted as garbage")
 	}
-	evs, _ := h.snapshot()
-	if n := count[provider.TurnEnded](evs); n != 0 {
+	evs, _ := h.Snapshot()
+	if n := agentclitest.Count[provider.TurnEnded](evs); n != 0 {
 		t.Errorf("%d TurnEnded from truncated lines", n)
 	}
 }
@@ -42,9 +43,9 @@ func FuzzHandleLine(f *testing.F) {
 		f.Add(l)
 	}
 	f.Fuzz(func(t *testing.T, line []byte) {
-		s := parseSession(t, discardHost{})
+		s := parseSession(t, agentclitest.Discard{})
 		s.handleLine(line)
-		s.promptsWG.Wait()
+		s.rpc.WaitPrompts()
 	})
 }
 
@@ -52,15 +53,15 @@ func FuzzHandleLine(f *testing.F) {
 // "t2" (the running turn).
 func feedLines(t *testing.T, lines ...string) []provider.Event {
 	t.Helper()
-	h := newHost(allow)
+	h := agentclitest.NewHost(allow)
 	s := parseSession(t, h)
 	ctx, cancel := context.WithCancel(s.ctx)
 	s.turn = &turn{id: "t2", ended: make(chan struct{}), ctx: ctx, cancel: cancel}
 	for _, l := range lines {
 		s.handleLine([]byte(l))
 	}
-	s.promptsWG.Wait()
-	evs, _ := h.snapshot()
+	s.rpc.WaitPrompts()
+	evs, _ := h.Snapshot()
 	return evs
 }
 
@@ -81,13 +82,13 @@ func TestUsageDeltas(t *testing.T) {
 		usageLine("t2", [3]int64{330, 30, 30}, [3]int64{100, 5, 0}), // repeated: nothing new
 		usageLine("t2", [3]int64{450, 40, 50}, [3]int64{120, 10, 20}),
 	)
-	u := all[provider.Usage](evs)
+	u := agentclitest.All[provider.Usage](evs)
 	if len(u) != 2 || u[0].InputTokens != 100 || u[0].OutputTokens != 5 || u[1].InputTokens != 120 || u[1].CacheReadTokens != 20 ||
 		u[1].ContextTokens != 130 || u[1].ContextWindow != 1000 {
 		t.Fatalf("usage = %+v", u)
 	}
 	// The first update of a fresh thread counts its last request.
-	u = all[provider.Usage](feedLines(t, usageLine("t2", [3]int64{100, 20, 0}, [3]int64{100, 20, 0})))
+	u = agentclitest.All[provider.Usage](feedLines(t, usageLine("t2", [3]int64{100, 20, 0}, [3]int64{100, 20, 0})))
 	if len(u) != 1 || u[0].InputTokens != 100 || u[0].OutputTokens != 20 {
 		t.Fatalf("first usage = %+v", u)
 	}
@@ -105,12 +106,12 @@ func TestItemsMapping(t *testing.T) {
 		`{"method":"turn/completed","params":{"threadId":"th","turn":{"id":"t2","status":"failed","items":[],"error":{"message":"unexpected status 401 Unauthorized","codexErrorInfo":{"httpConnectionFailed":{"httpStatusCode":401}},"additionalDetails":null}}}}`,
 		`{"method":"item/completed","params":{"item":{"type":"commandExecution","id":"c2","command":"sleep 9","cwd":"/w","commandActions":[],"status":"failed","exitCode":137},"threadId":"th","turnId":"t2"}}`,
 	)
-	edits := all[provider.FileEdited](evs)
+	edits := agentclitest.All[provider.FileEdited](evs)
 	want := []provider.FileEdited{{Path: "/w/a.go", Change: provider.Deleted, Tool: "apply_patch"}, {Path: "/w/b.go", Change: provider.Created, Tool: "apply_patch"}, {Path: "/w/c.go", Change: provider.Deleted, Tool: "apply_patch"}}
 	if !slices.Equal(edits, want) {
 		t.Errorf("edits = %+v", edits)
 	}
-	done := all[provider.ToolCompleted](evs)
+	done := agentclitest.All[provider.ToolCompleted](evs)
 	if len(done) != 4 {
 		t.Fatalf("completed = %+v", done)
 	}
@@ -126,10 +127,10 @@ func TestItemsMapping(t *testing.T) {
 	if done[3].ID != "c2" || !done[3].IsError {
 		t.Errorf("the open command was not completed at the turn's end: %+v", done[3])
 	}
-	if n := count[provider.ToolStarted](evs); n != 4 {
+	if n := agentclitest.Count[provider.ToolStarted](evs); n != 4 {
 		t.Errorf("%d ToolStarted, want 4 (one synthesised for c1, none for c2's late completion)", n)
 	}
-	ends := all[provider.TurnEnded](evs)
+	ends := agentclitest.All[provider.TurnEnded](evs)
 	var te *TurnError
 	if len(ends) != 1 || ends[0].Result != "partial" || !errors.As(ends[0].Err, &te) ||
 		ends[0].Err.Error() != "unexpected status 401 Unauthorized (httpConnectionFailed, HTTP 401)" {
@@ -139,16 +140,15 @@ func TestItemsMapping(t *testing.T) {
 
 func TestApprovalsMapping(t *testing.T) {
 	var got []provider.PermissionRequest
-	h := newHost(func(r provider.PermissionRequest) (provider.Decision, error) {
+	h := agentclitest.NewHost(func(_ context.Context, r provider.PermissionRequest) (provider.Decision, error) {
 		got = append(got, r)
 		return provider.Decision{Allow: true, OptionID: "acceptWithExecpolicyAmendment"}, nil
 	})
-	s := parseSession(t, h)
 	r, w, err := os.Pipe()
 	if err != nil {
 		t.Fatal(err)
 	}
-	s.in = &writer{f: w}
+	s := parseSessionTo(t, h, w)
 	s.mcp["fleet"] = true
 	for _, l := range []string{
 		`{"method":"item/commandExecution/requestApproval","id":0,"params":{"kind":"command","threadId":"th","turnId":"t","itemId":"call_1","startedAtMs":1,"command":"/bin/bash -lc 'echo hi > x.txt'","cwd":"/w","reason":"needs to write","availableDecisions":["accept",{"acceptWithExecpolicyAmendment":{"execpolicy_amendment":["/bin/bash","-lc","echo hi > x.txt"]}},"cancel"]}}`,
@@ -157,7 +157,7 @@ func TestApprovalsMapping(t *testing.T) {
 	} {
 		s.handleLine([]byte(l))
 	}
-	s.promptsWG.Wait()
+	s.rpc.WaitPrompts()
 	w.Close()
 	out, _ := io.ReadAll(r)
 	r.Close()
@@ -336,7 +336,7 @@ func TestDescribeEndpoint(t *testing.T) {
 }
 
 func TestMissingCLI(t *testing.T) {
-	_, err := New(provider.Options{}).Start(t.Context(), provider.Spec{Env: []string{"PATH=" + t.TempDir()}}, newHost(allow))
+	_, err := New(provider.Options{}).Start(t.Context(), provider.Spec{Env: []string{"PATH=" + t.TempDir()}}, agentclitest.NewHost(allow))
 	var me *provider.MissingCLIError
 	if !errors.As(err, &me) || me.Command != "codex" || me.Package != "@openai/codex" || me.ConfigKey != "providers.codex.path" {
 		t.Fatalf("err = %v", err)

@@ -7,11 +7,15 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 
 	"github.com/agents-fleet/fleet/internal/modelmock"
 	"github.com/agents-fleet/fleet/provider"
+	"github.com/agents-fleet/fleet/provider/agentcli"
+	"github.com/agents-fleet/fleet/provider/agentcli/agentclitest"
+	"github.com/agents-fleet/fleet/provider/agentcli/jsonrpc"
 )
 
 // recorded is a stream the real CLI printed on stdout (TestRecordStream
@@ -27,47 +31,17 @@ func TestRecordStream(t *testing.T) {
 		t.Skip("set COPILOT_RECORD=1 to re-record " + recorded)
 	}
 	r := newRig(t, modelmock.Script{})
-	r.srv.SetScript(modelmock.Script{Rules: []modelmock.Rule{
-		writeAndRun("do the work", r.dir),
+	r.Srv.SetScript(modelmock.Script{Rules: []modelmock.Rule{
+		writeAndRun("do the work", r.Dir),
 		{Name: "fail", Match: "look at the missing", Turns: []modelmock.Turn{
-			{Text: "Let me look.", ToolCalls: []modelmock.ToolCall{{Name: "view", Input: map[string]any{"path": filepath.Join(r.dir, "missing.txt")}}}, Usage: modelmock.Usage{Input: 300, Output: 12, CacheRead: 200}},
+			{Text: "Let me look.", ToolCalls: []modelmock.ToolCall{{Name: "view", Input: map[string]any{"path": filepath.Join(r.Dir, "missing.txt")}}}, Usage: modelmock.Usage{Input: 300, Output: 12, CacheRead: 200}},
 			{Text: "It does not exist.", Usage: modelmock.Usage{Input: 340, Output: 8, CacheRead: 300}},
 		}},
 		{Name: "401", Match: "now fail", Turns: []modelmock.Turn{{Status: 401, ErrorMessage: "invalid x-api-key"}}},
 	}})
-	out := filepath.Join(t.TempDir(), "stream.jsonl")
-	wrapper := filepath.Join(t.TempDir(), "copilot")
-	script := "#!/bin/sh\n\"" + r.cli + "\" \"$@\" | tee \"" + out + "\"\n"
-	if err := os.WriteFile(wrapper, []byte(script), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	h := newHost(allow)
-	s := startWith(t, New(provider.Options{Path: wrapper}), r.spec(), h)
-	for i, prompt := range []string{"do the work", "look at the missing", "now fail"} {
-		send(t, s, prompt)
-		h.waitTurns(t, i+1)
-	}
-	s.Close()
-	b, err := os.ReadFile(out)
-	if err != nil {
-		t.Fatal(err)
-	}
-	b = bytes.ReplaceAll(b, []byte(filepath.Dir(r.dir)), []byte("/work/repo"))
-	b = bytes.ReplaceAll(b, []byte(r.srv.URL()), []byte("http://127.0.0.1:18080"))
-	if home, err := os.UserHomeDir(); err == nil {
-		b = bytes.ReplaceAll(b, []byte(home), []byte("/home/user"))
-	}
-	if err := os.WriteFile(recorded, b, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	t.Logf("recorded %d lines, %d bytes", bytes.Count(b, []byte("\n")), len(b))
+	newP := func(path string) provider.Provider { return New(provider.Options{Path: path}) }
+	r.Record(t, recorded, newP, r.Spec(), agentclitest.NewHost(allow), "do the work", "look at the missing", "now fail")
 }
-
-// nopCloser discards what the session writes to the CLI.
-type nopCloser struct{}
-
-func (nopCloser) Write(p []byte) (int, error) { return len(p), nil }
-func (nopCloser) Close() error                { return nil }
 
 // parseSession is a session without a process, fed lines directly.
 func parseSession(tb testing.TB, h provider.Host) *session {
@@ -75,23 +49,13 @@ func parseSession(tb testing.TB, h provider.Host) *session {
 	s := newParseSession(h)
 	tb.Cleanup(func() {
 		s.cancel()
-		s.perms.Wait()
+		s.rpc.WaitPrompts()
 	})
 	return s
 }
 
 func newParseSession(h provider.Host) *session {
-	s := &session{
-		cfg:   sessionConfig{host: h, model: "claude-sonnet-4.5"},
-		h:     h,
-		w:     &writer{w: nopCloser{}},
-		tail:  &tailBuffer{max: stderrTail},
-		calls: map[int64]*pendingCall{},
-		done:  make(chan struct{}),
-	}
-	s.rs.tools = map[string]*toolCall{}
-	s.ctx, s.cancel = context.WithCancel(context.Background())
-	return s
+	return newSession(sessionConfig{host: h, model: "claude-sonnet-4.5"}, agentcli.NewWriter(agentclitest.NullInput{}))
 }
 
 // recordedLines are the recording's lines and, for each response, its
@@ -111,9 +75,9 @@ func loadRecorded(tb testing.TB) ([]recordedLine, int) {
 	var out []recordedLine
 	for _, l := range bytes.Split(bytes.TrimRight(b, "\n"), []byte("\n")) {
 		rl := recordedLine{line: l}
-		var m message
-		if json.Unmarshal(l, &m) == nil && m.isResponse() {
-			rl.id, _ = parseID(m.ID)
+		var m jsonrpc.Message
+		if json.Unmarshal(l, &m) == nil && m.Method == "" && len(m.ID) > 0 {
+			rl.id, _ = strconv.ParseInt(string(m.ID), 10, 64)
 			rl.prompt = bytes.Contains(m.Result, []byte(`"stopReason"`))
 		}
 		out = append(out, rl)
@@ -122,25 +86,30 @@ func loadRecorded(tb testing.TB) ([]recordedLine, int) {
 }
 
 // feed hands the lines to s as the reader would, with the calls Start and
-// Send would have made pending, and a turn open from each prompt's start
+// Send would have made pending (the client numbers them 1, 2, … as the
+// recording's responses are), and a turn open from each prompt's start
 // (Send's part) to its response.
-func feed(s *session, lines []recordedLine) {
+func feed(tb testing.TB, s *session, lines []recordedLine) {
+	next := int64(1)
 	for _, rl := range lines {
 		s.mu.Lock()
 		if s.turn == nil && s.id != "" {
 			ctx, cancel := context.WithCancel(s.ctx)
 			s.turn = &turn{ctx: ctx, cancel: cancel, ended: make(chan struct{})}
 		}
+		t, id := s.turn, s.id
+		s.mu.Unlock()
 		if rl.id > 0 {
-			pc := &pendingCall{ch: make(chan callResult, 1)}
+			if rl.id != next {
+				tb.Fatalf("the recording's response %d comes where the client's call %d is pending", rl.id, next)
+			}
+			next++
+			var onReply func(json.RawMessage, error)
 			switch {
 			case rl.prompt:
-				t := s.turn
-				pc.method = "session/prompt"
-				pc.onResult = func(res json.RawMessage, err error) { s.promptDone(t, res, err) }
-			case s.id == "":
-				pc.method = "session/new"
-				pc.onResult = func(res json.RawMessage, err error) {
+				onReply = func(res json.RawMessage, err error) { s.promptDone(t, res, err) }
+			case id == "":
+				onReply = func(res json.RawMessage, err error) {
 					var r struct {
 						SessionID string `json:"sessionId"`
 					}
@@ -149,9 +118,8 @@ func feed(s *session, lines []recordedLine) {
 					}
 				}
 			}
-			s.calls[rl.id] = pc
+			_ = s.rpc.Call(context.Background(), "recorded", nil, onReply)
 		}
-		s.mu.Unlock()
 		s.handleLine(rl.line)
 	}
 }
@@ -160,14 +128,14 @@ func feed(s *session, lines []recordedLine) {
 // usage the endpoint reported.
 func TestParseRecorded(t *testing.T) {
 	lines, _ := loadRecorded(t)
-	h := newHost(allow)
+	h := agentclitest.NewHost(allow)
 	s := parseSession(t, h)
-	feed(s, lines)
-	s.perms.Wait()
-	evs, perms := h.snapshot()
-	tes := all[provider.TurnEnded](evs)
+	feed(t, s, lines)
+	s.rpc.WaitPrompts()
+	evs, perms := h.Snapshot()
+	tes := agentclitest.All[provider.TurnEnded](evs)
 	if len(tes) != 3 {
-		t.Fatalf("%d TurnEnded; events:\n%s", len(tes), dump(evs))
+		t.Fatalf("%d TurnEnded; events:\n%s", len(tes), agentclitest.Dump(evs))
 	}
 	if tes[0].Err != nil || tes[0].Result != "done" || tes[1].Err != nil || tes[1].Result != "It does not exist." {
 		t.Errorf("turns %+v", tes)
@@ -175,7 +143,7 @@ func TestParseRecorded(t *testing.T) {
 	if tes[2].Err == nil || !strings.Contains(tes[2].Err.Error(), "401") {
 		t.Errorf("third turn %+v", tes[2])
 	}
-	us := all[provider.Usage](evs)
+	us := agentclitest.All[provider.Usage](evs)
 	want := []provider.Usage{workUsage, {InputTokens: 640, OutputTokens: 20, CacheReadTokens: 500}}
 	if len(us) != 2 {
 		t.Fatalf("usage %+v", us)
@@ -195,10 +163,10 @@ func TestParseRecorded(t *testing.T) {
 	if !slices.Equal(tools, []string{"bash", "create"}) {
 		t.Errorf("prompts %+v", perms)
 	}
-	if fe := all[provider.FileEdited](evs); len(fe) != 1 || fe[0].Path != "/work/repo/work/notes.md" || fe[0].Change != provider.Created {
+	if fe := agentclitest.All[provider.FileEdited](evs); len(fe) != 1 || fe[0].Path != "/work/repo/work/notes.md" || fe[0].Change != provider.Created {
 		t.Errorf("FileEdited %+v", fe)
 	}
-	dones := all[provider.ToolCompleted](evs)
+	dones := agentclitest.All[provider.ToolCompleted](evs)
 	if len(dones) != 3 || !dones[2].IsError || dones[2].Name != "view" {
 		t.Errorf("tool completions %+v", dones)
 	}
@@ -206,16 +174,6 @@ func TestParseRecorded(t *testing.T) {
 		t.Errorf("%d garbage, %d unknown", s.rs.garbageLines, s.rs.unknown)
 	}
 }
-
-// discardHost takes events and allows every prompt.
-type discardHost struct{}
-
-func (discardHost) Event(provider.Event) {}
-func (discardHost) Permission(context.Context, provider.PermissionRequest) (provider.Decision, error) {
-	return provider.Decision{Allow: true}, nil
-}
-func (discardHost) Ask(context.Context, provider.Question) (string, error) { return "", nil }
-func (discardHost) Confirm(context.Context, string) (bool, error)          { return true, nil }
 
 // BenchmarkParse is the reader's work per recorded line: framing aside,
 // envelope and payload decoding, mapping, events to a host that drops
@@ -226,10 +184,10 @@ func BenchmarkParse(b *testing.B) {
 	b.ReportAllocs()
 	cpu0 := cpuTime()
 	for b.Loop() {
-		s := newParseSession(discardHost{})
-		feed(s, lines)
+		s := newParseSession(agentclitest.Discard{})
+		feed(b, s, lines)
 		s.cancel()
-		s.perms.Wait()
+		s.rpc.WaitPrompts()
 	}
 	n := float64(len(lines)) * float64(b.N)
 	b.ReportMetric(n/b.Elapsed().Seconds(), "lines/s")

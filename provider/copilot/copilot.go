@@ -19,7 +19,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"regexp"
 	"slices"
@@ -28,7 +27,6 @@ import (
 
 	"github.com/agents-fleet/fleet/provider/agentcli"
 
-	"github.com/agents-fleet/fleet/internal/proctree"
 	"github.com/agents-fleet/fleet/provider"
 )
 
@@ -47,29 +45,23 @@ const (
 	// instructionsEnv is the CLI's list of extra custom-instruction
 	// directories; Spec.Instructions reach the system prompt through it.
 	instructionsEnv = "COPILOT_CUSTOM_INSTRUCTIONS_DIRS"
-
-	// startTimeout bounds start-up when the caller's ctx has no deadline.
-	// The first start under a fresh HOME unpacks the CLI's package (about
-	// 235 MB) before it answers.
-	startTimeout = 90 * time.Second
-	// versionTimeout bounds `copilot --version` in Inspect.
-	versionTimeout = 20 * time.Second
 )
 
 // Provider starts Copilot sessions. It is safe for concurrent use.
 type Provider struct {
-	opts provider.Options
+	agentcli.CLI
 }
 
 // New returns a Provider with o's configuration; every field is optional.
 func New(o provider.Options) *Provider {
-	o.Args = slices.Clone(o.Args)
-	o.Env = slices.Clone(o.Env)
-	return &Provider{opts: o}
+	return &Provider{agentcli.NewCLI(agentcli.About{
+		Name: "copilot", Command: Command, Package: Package, ConfigKey: ConfigKey,
+		// The first start under a fresh HOME unpacks the CLI's package
+		// (about 235 MB) before it answers.
+		StartBound:   90 * time.Second,
+		VersionBound: 20 * time.Second,
+	}, o)}
 }
-
-// Name is "copilot".
-func (p *Provider) Name() string { return "copilot" }
 
 var (
 	_ provider.Provider  = (*Provider)(nil)
@@ -79,24 +71,16 @@ var (
 // Start starts `copilot --acp` in spec.Dir, initialises it and opens or
 // loads the session. See the package comment.
 func (p *Provider) Start(ctx context.Context, spec provider.Spec, h provider.Host) (provider.Session, error) {
-	base := spec.Env
-	if base == nil {
-		base = os.Environ() // no base given: the daemon's own
-	}
-	env := append(slices.Clip(base), p.opts.Env...)
-	path, err := p.resolve(env)
+	path, env, err := p.Locate(spec.Env)
 	if err != nil {
 		return nil, err
 	}
-	modeArgs, err := permissionArgs(p.opts.PermissionMode)
+	modeArgs, err := permissionArgs(p.Options.PermissionMode)
 	if err != nil {
 		return nil, err
 	}
-	if _, ok := ctx.Deadline(); !ok {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, startTimeout)
-		defer cancel()
-	}
+	ctx, cancel := p.StartContext(ctx)
+	defer cancel()
 	// A private directory for what must not go on the command line (MCP
 	// headers carry bearer tokens) and for the instructions file.
 	scratch, err := os.MkdirTemp("", "fleet-copilot-")
@@ -109,21 +93,14 @@ func (p *Provider) Start(ctx context.Context, spec provider.Spec, h provider.Hos
 		return nil, err
 	}
 	args = append(args, modeArgs...)
-	args = append(args, p.opts.Args...)
+	args = append(args, p.Options.Args...)
 
-	tree := proctree.New()
-	cmd := exec.Command(path, args...)
-	cmd.Dir = spec.Dir
-	cmd.Env = tree.Env(append(env, extraEnv...))
-	tree.Prepare(cmd)
-	s, err := startSession(ctx, sessionConfig{
-		spec:    spec,
-		host:    h,
-		cmd:     cmd,
-		tree:    tree,
-		scratch: scratch,
-		model:   p.model(spec, env),
-	})
+	proc, err := p.Launch(ctx, agentcli.Command{Path: path, Args: args, Dir: spec.Dir, Env: append(env, extraEnv...)})
+	if err != nil {
+		_ = os.RemoveAll(scratch)
+		return nil, fmt.Errorf("copilot: %w", err)
+	}
+	s, err := startSession(ctx, proc, sessionConfig{spec: spec, host: h, scratch: scratch, model: p.model(spec, env)})
 	if err != nil {
 		return nil, err
 	}
@@ -133,11 +110,8 @@ func (p *Provider) Start(ctx context.Context, spec provider.Spec, h provider.Hos
 // model is the model the session runs: Spec.Model, Options.Model, or the
 // CLI's COPILOT_MODEL; "" when none says (the CLI's own default).
 func (p *Provider) model(spec provider.Spec, env []string) string {
-	if spec.Model != "" {
-		return spec.Model
-	}
-	if p.opts.Model != "" {
-		return p.opts.Model
+	if m := p.Model(spec); m != "" {
+		return m
 	}
 	m, _ := agentcli.LookupEnv(env, "COPILOT_MODEL")
 	return m
@@ -164,7 +138,7 @@ func permissionArgs(mode string) ([]string, error) {
 // of env. Files it refers to are written into scratch.
 func (p *Provider) commandLine(spec provider.Spec, env []string, scratch string) (args, extraEnv []string, err error) {
 	args = []string{"--acp", "--no-auto-update"}
-	if m := cmp(spec.Model, p.opts.Model); m != "" {
+	if m := p.Model(spec); m != "" {
 		args = append(args, "--model", m)
 	}
 	if _, ok := agentcli.LookupEnv(env, "COPILOT_AUTO_UPDATE"); !ok {
@@ -238,21 +212,11 @@ var serverName = regexp.MustCompile(`^[A-Za-z0-9_.-]+$`)
 // requests, from env (the daemon's environment) and the provider's own.
 // It never prints a secret.
 func (p *Provider) Inspect(ctx context.Context, env []string) provider.Inspection {
-	if env == nil {
-		env = os.Environ()
-	}
-	env = append(slices.Clip(env), p.opts.Env...)
+	env = p.Env(env)
 	var in provider.Inspection
 	in.Endpoint, in.Credentials = describeEndpoint(env)
-	path, err := p.resolve(env)
-	if err != nil {
-		in.Err = err
-		return in
-	}
-	in.Path = path
-	out, err := agentcli.Version(ctx, path, append(slices.Clip(env), "COPILOT_AUTO_UPDATE=false"), versionTimeout)
-	if err != nil {
-		in.Err = err
+	out, ok := p.Probe(ctx, append(slices.Clip(env), "COPILOT_AUTO_UPDATE=false"), &in)
+	if !ok {
 		return in
 	}
 	in.Version = versionOf(out)
@@ -373,10 +337,4 @@ func mcpConfig(servers []provider.MCPServer) ([]byte, error) {
 		doc.MCPServers[m.Name] = server{Type: "http", URL: m.URL, Headers: m.Headers, Tools: []string{"*"}}
 	}
 	return json.Marshal(doc)
-}
-
-// resolve finds the CLI: Options.Path (a path, or a name looked up in the
-// session's PATH), else Command in PATH.
-func (p *Provider) resolve(env []string) (string, error) {
-	return agentcli.Find(p.opts.Path, Command, env, provider.MissingCLIError{Provider: "copilot", Package: Package, ConfigKey: ConfigKey})
 }

@@ -12,6 +12,7 @@ import (
 
 	"github.com/agents-fleet/fleet/internal/modelmock"
 	"github.com/agents-fleet/fleet/provider"
+	"github.com/agents-fleet/fleet/provider/agentcli/agentclitest"
 )
 
 // writeAndRun is a rule whose model creates notes.md, runs a shell command
@@ -34,31 +35,31 @@ var workUsage = provider.Usage{InputTokens: 350, OutputTokens: 35, CacheReadToke
 func TestTurnWithPermissionAllowed(t *testing.T) {
 	t.Parallel()
 	r := newRig(t, modelmock.Script{})
-	r.srv.SetScript(modelmock.Script{Rules: []modelmock.Rule{writeAndRun("fleet-allow", r.dir)}})
-	h := newHost(allow)
-	s := r.start(t, r.spec(), h)
+	r.Srv.SetScript(modelmock.Script{Rules: []modelmock.Rule{writeAndRun("fleet-allow", r.Dir)}})
+	h := agentclitest.NewHost(allow)
+	s := r.start(t, r.Spec(), h)
 	if s.ResumeID() == "" {
 		t.Fatal("no session id after Start")
 	}
 	send(t, s, "fleet-allow: write the notes")
-	evs := h.waitTurns(t, 1)
+	evs := h.WaitTurns(t, 1, wait)
 
-	if _, err := os.Stat(filepath.Join(r.dir, "x.txt")); err != nil {
+	if _, err := os.Stat(filepath.Join(r.Dir, "x.txt")); err != nil {
 		t.Errorf("x.txt: %v", err)
 	}
-	if b, err := os.ReadFile(filepath.Join(r.dir, "notes.md")); err != nil || string(b) != "hello from copilot\n" {
+	if b, err := os.ReadFile(filepath.Join(r.Dir, "notes.md")); err != nil || string(b) != "hello from copilot\n" {
 		t.Errorf("notes.md: %q, %v", b, err)
 	}
 	want := []string{"SessionStarted", "Text", "ToolStarted", "ToolCompleted", "FileEdited", "Text", "ToolStarted", "ToolCompleted", "Text", "Usage", "TurnEnded"}
-	if got := kinds(evs); !slices.Equal(got, want) {
-		t.Errorf("events %v\nwant   %v\n%s", got, want, dump(evs))
+	if got := agentclitest.Kinds(agentclitest.Without[provider.Note](evs)); !slices.Equal(got, want) {
+		t.Errorf("events %v\nwant   %v\n%s", got, want, agentclitest.Dump(evs))
 	}
-	ss := last[provider.SessionStarted](t, evs)
+	ss := agentclitest.Last[provider.SessionStarted](t, evs)
 	if ss.ID != s.ResumeID() || ss.Model != "claude-sonnet-4.5" {
 		t.Errorf("SessionStarted %+v, session id %q", ss, s.ResumeID())
 	}
-	starts := all[provider.ToolStarted](evs)
-	dones := all[provider.ToolCompleted](evs)
+	starts := agentclitest.All[provider.ToolStarted](evs)
+	dones := agentclitest.All[provider.ToolCompleted](evs)
 	if len(starts) != 2 || len(dones) != 2 {
 		t.Fatalf("tools: %d started, %d completed", len(starts), len(dones))
 	}
@@ -76,25 +77,25 @@ func TestTurnWithPermissionAllowed(t *testing.T) {
 	if !strings.Contains(dones[0].Result, "Created file") {
 		t.Errorf("create result %q", dones[0].Result)
 	}
-	fe := last[provider.FileEdited](t, evs)
-	if fe.Path != filepath.Join(r.dir, "notes.md") || fe.Change != provider.Created || fe.Tool != "create" {
+	fe := agentclitest.Last[provider.FileEdited](t, evs)
+	if fe.Path != filepath.Join(r.Dir, "notes.md") || fe.Change != provider.Created || fe.Tool != "create" {
 		t.Errorf("FileEdited %+v", fe)
 	}
-	texts := all[provider.Text](evs)
+	texts := agentclitest.All[provider.Text](evs)
 	if texts[0] != (provider.Text{Text: "I'll create it"}) || texts[1] != (provider.Text{Text: "now the shell", Reasoning: true}) || texts[2] != (provider.Text{Text: "done"}) {
 		t.Errorf("texts %+v", texts)
 	}
-	if u := sumUsage(evs); u != workUsage {
+	if u := agentclitest.SumUsage(evs); u != workUsage {
 		t.Errorf("usage %+v, want %+v", u, workUsage)
 	}
-	if u := last[provider.Usage](t, evs); u.ContextTokens <= 0 || u.ContextWindow <= 0 {
+	if u := agentclitest.Last[provider.Usage](t, evs); u.ContextTokens <= 0 || u.ContextWindow <= 0 {
 		t.Errorf("usage context %+v", u)
 	}
-	te := last[provider.TurnEnded](t, evs)
+	te := agentclitest.Last[provider.TurnEnded](t, evs)
 	if te.Err != nil || te.Interrupted || te.Result != "done" {
 		t.Errorf("TurnEnded %+v", te)
 	}
-	_, perms := h.snapshot()
+	_, perms := h.Snapshot()
 	if len(perms) != 2 {
 		t.Fatalf("%d permission prompts, want 2: %+v", len(perms), perms)
 	}
@@ -119,32 +120,32 @@ func TestTurnWithPermissionAllowed(t *testing.T) {
 func TestTurnWithPermissionDenied(t *testing.T) {
 	t.Parallel()
 	r := newRig(t, modelmock.Script{})
-	r.srv.SetScript(modelmock.Script{Rules: []modelmock.Rule{
+	r.Srv.SetScript(modelmock.Script{Rules: []modelmock.Rule{
 		{Name: "deny", Match: "fleet-deny", Turns: []modelmock.Turn{
 			{Text: "I'll run it", ToolCalls: []modelmock.ToolCall{{Name: "bash", Input: map[string]any{"command": "echo hi > x.txt", "description": "write x"}}}},
 			{Text: "it was refused"},
 		}},
 		{Name: "after", Match: "fleet-after", Turns: []modelmock.Turn{{Text: "understood"}}},
 	}})
-	h := newHost(deny)
-	s := r.start(t, r.spec(), h)
+	h := agentclitest.NewHost(deny)
+	s := r.start(t, r.Spec(), h)
 	send(t, s, "fleet-deny: write x")
-	evs := h.waitTurns(t, 1)
-	if _, err := os.Stat(filepath.Join(r.dir, "x.txt")); !os.IsNotExist(err) {
+	evs := h.WaitTurns(t, 1, wait)
+	if _, err := os.Stat(filepath.Join(r.Dir, "x.txt")); !os.IsNotExist(err) {
 		t.Errorf("x.txt exists after a denial (%v)", err)
 	}
-	done := last[provider.ToolCompleted](t, evs)
+	done := agentclitest.Last[provider.ToolCompleted](t, evs)
 	if !done.IsError || !strings.Contains(done.Result, "rejected") {
 		t.Errorf("ToolCompleted %+v", done)
 	}
 	// Copilot ends the turn on a denial ("Operation cancelled by user")
 	// without a model request; the model sees the denial on the next one.
-	if te := last[provider.TurnEnded](t, evs); te.Err != nil || te.Interrupted {
+	if te := agentclitest.Last[provider.TurnEnded](t, evs); te.Err != nil || te.Interrupted {
 		t.Errorf("TurnEnded %+v", te)
 	}
 	send(t, s, "fleet-after: what happened?")
-	evs = h.waitTurns(t, 2)
-	if te := last[provider.TurnEnded](t, evs); te.Err != nil || te.Result != "understood" {
+	evs = h.WaitTurns(t, 2, wait)
+	if te := agentclitest.Last[provider.TurnEnded](t, evs); te.Err != nil || te.Result != "understood" {
 		t.Errorf("second TurnEnded %+v", te)
 	}
 	reqs := r.modelRequests("after")
@@ -159,17 +160,17 @@ func TestMultiTurn(t *testing.T) {
 		{Name: "one", Match: "fleet-one", Turns: []modelmock.Turn{{Text: "first answer", Usage: modelmock.Usage{Input: 50, Output: 5}}}},
 		{Name: "two", Match: "fleet-two", Turns: []modelmock.Turn{{Text: "second answer", Usage: modelmock.Usage{Input: 70, Output: 6}}}},
 	}})
-	h := newHost(allow)
-	s := r.start(t, r.spec(), h)
+	h := agentclitest.NewHost(allow)
+	s := r.start(t, r.Spec(), h)
 	send(t, s, "fleet-one: hello")
-	h.waitTurns(t, 1)
+	h.WaitTurns(t, 1, wait)
 	send(t, s, "fleet-two: again")
-	evs := h.waitTurns(t, 2)
-	tes := all[provider.TurnEnded](evs)
+	evs := h.WaitTurns(t, 2, wait)
+	tes := agentclitest.All[provider.TurnEnded](evs)
 	if tes[0].Result != "first answer" || tes[1].Result != "second answer" || tes[0].Err != nil || tes[1].Err != nil {
 		t.Errorf("turns %+v", tes)
 	}
-	us := all[provider.Usage](evs)
+	us := agentclitest.All[provider.Usage](evs)
 	if len(us) != 2 || us[0].InputTokens != 50 || us[0].OutputTokens != 5 || us[1].InputTokens != 70 || us[1].OutputTokens != 6 {
 		t.Errorf("usage per turn %+v", us)
 	}
@@ -177,46 +178,46 @@ func TestMultiTurn(t *testing.T) {
 	if len(reqs) != 1 || !strings.Contains(string(reqs[0].Body), "first answer") {
 		t.Errorf("the second turn's request lacks the first turn")
 	}
-	if count[provider.SessionStarted](evs) != 1 {
-		t.Errorf("%d SessionStarted", count[provider.SessionStarted](evs))
+	if agentclitest.Count[provider.SessionStarted](evs) != 1 {
+		t.Errorf("%d SessionStarted", agentclitest.Count[provider.SessionStarted](evs))
 	}
 }
 
 func TestResume(t *testing.T) {
 	t.Parallel()
 	r := newRig(t, modelmock.Script{})
-	r.srv.SetScript(modelmock.Script{Rules: []modelmock.Rule{
-		writeAndRun("fleet-first", r.dir),
+	r.Srv.SetScript(modelmock.Script{Rules: []modelmock.Rule{
+		writeAndRun("fleet-first", r.Dir),
 		{Name: "later", Match: "fleet-later", Turns: []modelmock.Turn{{Text: "I remember", Usage: modelmock.Usage{Input: 40, Output: 4}}}},
 	}})
-	h := newHost(allow)
-	s := r.start(t, r.spec(), h)
+	h := agentclitest.NewHost(allow)
+	s := r.start(t, r.Spec(), h)
 	send(t, s, "fleet-first: do the work")
-	h.waitTurns(t, 1)
+	h.WaitTurns(t, 1, wait)
 	id := s.ResumeID()
 	if err := s.Close(); err != nil {
 		t.Fatalf("Close: %v", err)
 	}
 
-	h2 := newHost(allow)
-	spec := r.spec()
+	h2 := agentclitest.NewHost(allow)
+	spec := r.Spec()
 	spec.ResumeID = id
 	s2 := r.start(t, spec, h2)
 	if s2.ResumeID() != id {
 		t.Errorf("resumed session id %q, want %q", s2.ResumeID(), id)
 	}
 	send(t, s2, "fleet-later: do you remember?")
-	evs := h2.waitTurns(t, 1)
+	evs := h2.WaitTurns(t, 1, wait)
 	// The replayed history is not this session's doing: no events of it.
 	want := []string{"SessionStarted", "Text", "Usage", "TurnEnded"}
-	if got := kinds(evs); !slices.Equal(got, want) {
-		t.Errorf("events %v, want %v\n%s", got, want, dump(evs))
+	if got := agentclitest.Kinds(agentclitest.Without[provider.Note](evs)); !slices.Equal(got, want) {
+		t.Errorf("events %v, want %v\n%s", got, want, agentclitest.Dump(evs))
 	}
-	if ss := last[provider.SessionStarted](t, evs); ss.ID != id {
+	if ss := agentclitest.Last[provider.SessionStarted](t, evs); ss.ID != id {
 		t.Errorf("SessionStarted %+v", ss)
 	}
 	// Usage restarts with the new process: the first turn is not counted again.
-	if u := sumUsage(evs); u.InputTokens != 40 || u.OutputTokens != 4 {
+	if u := agentclitest.SumUsage(evs); u.InputTokens != 40 || u.OutputTokens != 4 {
 		t.Errorf("usage after resume %+v", u)
 	}
 	reqs := r.modelRequests("later")
@@ -234,9 +235,9 @@ func TestResume(t *testing.T) {
 func TestResumeUnknownSession(t *testing.T) {
 	t.Parallel()
 	r := newRig(t, modelmock.Script{})
-	spec := r.spec()
+	spec := r.Spec()
 	spec.ResumeID = "00000000-0000-4000-8000-000000000000"
-	_, err := r.provider().Start(t.Context(), spec, newHost(allow))
+	_, err := r.provider().Start(t.Context(), spec, agentclitest.NewHost(allow))
 	if err == nil || !strings.Contains(err.Error(), "cannot resume session "+spec.ResumeID) {
 		t.Fatalf("Start: %v", err)
 	}
@@ -258,15 +259,15 @@ func TestEndpointErrors(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()
 			r := newRig(t, modelmock.Script{Rules: []modelmock.Rule{{Name: c.name, Match: "fleet-fail", Turns: []modelmock.Turn{c.turn}}}})
-			h := newHost(allow)
-			s := r.start(t, r.spec(), h)
+			h := agentclitest.NewHost(allow)
+			s := r.start(t, r.Spec(), h)
 			start := time.Now()
 			send(t, s, "fleet-fail: hello")
-			evs := h.waitTurns(t, 1)
+			evs := h.WaitTurns(t, 1, wait)
 			took := time.Since(start)
-			te := last[provider.TurnEnded](t, evs)
+			te := agentclitest.Last[provider.TurnEnded](t, evs)
 			if te.Err == nil {
-				t.Fatalf("TurnEnded without an error; events:\n%s", dump(evs))
+				t.Fatalf("TurnEnded without an error; events:\n%s", agentclitest.Dump(evs))
 			}
 			for _, w := range c.want {
 				if !strings.Contains(te.Err.Error(), w) {
@@ -277,8 +278,8 @@ func TestEndpointErrors(t *testing.T) {
 				t.Errorf("the failure took %v", took)
 			}
 			t.Logf("%s after %v (%d requests): %v", c.name, took.Round(time.Millisecond), len(r.modelRequests(c.name)), te.Err)
-			if count[provider.Text](evs) != 0 {
-				t.Errorf("the CLI's notices were taken for model text: %+v", all[provider.Text](evs))
+			if agentclitest.Count[provider.Text](evs) != 0 {
+				t.Errorf("the CLI's notices were taken for model text: %+v", agentclitest.All[provider.Text](evs))
 			}
 		})
 	}
@@ -289,14 +290,14 @@ func TestEndpointErrors(t *testing.T) {
 func TestInstructionsAndModel(t *testing.T) {
 	t.Parallel()
 	r := newRig(t, modelmock.Script{Rules: []modelmock.Rule{{Name: "instr", Match: "fleet-instr", Turns: []modelmock.Turn{{Text: "ok"}}}}})
-	h := newHost(allow)
-	spec := r.spec()
+	h := agentclitest.NewHost(allow)
+	spec := r.Spec()
 	spec.Instructions = "You are the fleet's coordinator. FLEET-ROLE-7731."
 	spec.Model = "claude-haiku-4.5"
 	s := r.start(t, spec, h)
 	send(t, s, "fleet-instr: hello")
-	evs := h.waitTurns(t, 1)
-	if ss := last[provider.SessionStarted](t, evs); ss.Model != "claude-haiku-4.5" {
+	evs := h.WaitTurns(t, 1, wait)
+	if ss := agentclitest.Last[provider.SessionStarted](t, evs); ss.Model != "claude-haiku-4.5" {
 		t.Errorf("SessionStarted %+v", ss)
 	}
 	reqs := r.modelRequests("instr")
@@ -350,7 +351,7 @@ func TestInspect(t *testing.T) {
 	if !errors.As(in.Err, &me) || me.Package != "@github/copilot" || me.ConfigKey != "providers.copilot.path" {
 		t.Errorf("Inspect of a missing CLI: %v", in.Err)
 	}
-	_, err := missing.Start(t.Context(), provider.Spec{Dir: t.TempDir(), Env: env}, newHost(allow))
+	_, err := missing.Start(t.Context(), provider.Spec{Dir: t.TempDir(), Env: env}, agentclitest.NewHost(allow))
 	if !errors.As(err, &me) || !strings.Contains(err.Error(), "npm install -g @github/copilot") {
 		t.Errorf("Start of a missing CLI: %v", err)
 	}

@@ -4,13 +4,12 @@ import (
 	"context"
 	"errors"
 	"os"
-	"path/filepath"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/agents-fleet/fleet/provider"
+	"github.com/agents-fleet/fleet/provider/agentcli/agentclitest"
 )
 
 // fakeHandshake answers initialize (id 1) and session/new (id 2) as the
@@ -20,40 +19,20 @@ read -r l; printf '%s\n' '{"jsonrpc":"2.0","id":2,"result":{"sessionId":"fake-1"
 read -r l
 `
 
-// fakeCLI writes a shell script standing in for the CLI.
-func fakeCLI(t *testing.T, body string) string {
-	t.Helper()
-	p := filepath.Join(t.TempDir(), "copilot")
-	if err := os.WriteFile(p, []byte("#!/bin/sh\n"+body), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	return p
-}
-
 func fakeSpec(t *testing.T) provider.Spec {
 	return provider.Spec{Agent: "w1", Dir: t.TempDir(), Env: []string{"PATH=" + os.Getenv("PATH"), "HOME=" + t.TempDir()}}
 }
 
 func startFake(t *testing.T, body string, h provider.Host) *session {
 	t.Helper()
-	return startWith(t, New(provider.Options{Path: fakeCLI(t, body)}), fakeSpec(t), h)
-}
-
-// waitDone waits for the session's end.
-func waitDone(t *testing.T, s *session) {
-	t.Helper()
-	select {
-	case <-s.Done():
-	case <-time.After(wait):
-		t.Fatal("the session did not end")
-	}
+	return startWith(t, New(provider.Options{Path: agentclitest.FakeCLI(t, "copilot", body)}), fakeSpec(t), h)
 }
 
 func TestFakeExitsAtStart(t *testing.T) {
 	t.Parallel()
-	p := New(provider.Options{Path: fakeCLI(t, "echo 'copilot: no config here' >&2; exit 3\n")})
+	p := New(provider.Options{Path: agentclitest.FakeCLI(t, "copilot", "echo 'copilot: no config here' >&2; exit 3\n")})
 	start := time.Now()
-	_, err := p.Start(t.Context(), fakeSpec(t), newHost(allow))
+	_, err := p.Start(t.Context(), fakeSpec(t), agentclitest.NewHost(allow))
 	if err == nil || !strings.Contains(err.Error(), "no config here") || !strings.Contains(err.Error(), "exit status 3") {
 		t.Fatalf("Start: %v", err)
 	}
@@ -65,11 +44,11 @@ func TestFakeExitsAtStart(t *testing.T) {
 
 func TestFakeHangsWithoutOutput(t *testing.T) {
 	t.Parallel()
-	p := New(provider.Options{Path: fakeCLI(t, "sleep 300\n")})
+	p := New(provider.Options{Path: agentclitest.FakeCLI(t, "copilot", "sleep 300\n")})
 	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Second)
 	defer cancel()
 	start := time.Now()
-	_, err := p.Start(ctx, fakeSpec(t), newHost(allow))
+	_, err := p.Start(ctx, fakeSpec(t), agentclitest.NewHost(allow))
 	if err == nil || !errors.Is(err, context.DeadlineExceeded) && !strings.Contains(err.Error(), "deadline exceeded") {
 		t.Fatalf("Start: %v", err)
 	}
@@ -81,7 +60,7 @@ func TestFakeHangsWithoutOutput(t *testing.T) {
 
 func TestFakeGarbageThenCrash(t *testing.T) {
 	t.Parallel()
-	h := newHost(allow)
+	h := agentclitest.NewHost(allow)
 	s := startFake(t, fakeHandshake+`echo 'not json at all'
 echo '{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"fake-1","update":{"sessionUpdate":"agent_message_chunk","content":{"type":"text","text":"partial"}}}}'
 echo '{"no":"rpc"}'
@@ -91,8 +70,8 @@ echo 'panic: the fake crashed' >&2
 exit 1
 `, h)
 	send(t, s, "hello")
-	evs := h.waitTurns(t, 1)
-	te := last[provider.TurnEnded](t, evs)
+	evs := h.WaitTurns(t, 1, wait)
+	te := agentclitest.Last[provider.TurnEnded](t, evs)
 	if te.Err == nil || !strings.Contains(te.Err.Error(), "exit status 1") || !strings.Contains(te.Err.Error(), "panic: the fake crashed") {
 		t.Errorf("TurnEnded.Err %v", te.Err)
 	}
@@ -100,11 +79,11 @@ exit 1
 	if te.Result != "partial" {
 		t.Errorf("TurnEnded.Result %q", te.Result)
 	}
-	waitDone(t, s)
+	agentclitest.WaitDone(t, s, wait)
 	if err := s.Err(); err == nil || !strings.Contains(err.Error(), "panic: the fake crashed") {
 		t.Errorf("Err %v", err)
 	}
-	notes := all[provider.Note](evs)
+	notes := agentclitest.All[provider.Note](evs)
 	if len(notes) != 1 || !strings.Contains(notes[0].Text, "not json at all") {
 		t.Errorf("notes %+v", notes)
 	}
@@ -121,45 +100,42 @@ exit 1
 
 // bigChunk prints a message chunk whose text is n bytes of 'a'.
 func bigChunk(n int) string {
-	return `printf '%s' '{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"fake-1","update":{"sessionUpdate":"agent_message_chunk","content":{"type":"text","text":"'
-head -c ` + strconv.Itoa(n) + ` /dev/zero | tr '\0' a
-printf '%s\n' '"}}}}'
-`
+	return agentclitest.BigLine(`{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"fake-1","update":{"sessionUpdate":"agent_message_chunk","content":{"type":"text","text":"`, n, `"}}}}`)
 }
 
 func TestFake5MBLine(t *testing.T) {
 	t.Parallel()
-	h := newHost(allow)
+	h := agentclitest.NewHost(allow)
 	s := startFake(t, fakeHandshake+bigChunk(5<<20)+`printf '%s\n' '{"jsonrpc":"2.0","id":3,"result":{"stopReason":"end_turn"}}'
 read -r l
 `, h)
 	send(t, s, "hello")
-	evs := h.waitTurns(t, 1)
-	te := last[provider.TurnEnded](t, evs)
+	evs := h.WaitTurns(t, 1, wait)
+	te := agentclitest.Last[provider.TurnEnded](t, evs)
 	if te.Err != nil || len(te.Result) != 5<<20 {
 		t.Errorf("TurnEnded err %v, result %d bytes", te.Err, len(te.Result))
 	}
-	if txt := last[provider.Text](t, evs); len(txt.Text) != 5<<20 {
+	if txt := agentclitest.Last[provider.Text](t, evs); len(txt.Text) != 5<<20 {
 		t.Errorf("Text of %d bytes", len(txt.Text))
 	}
 }
 
 func TestFake20MBLine(t *testing.T) {
 	t.Parallel()
-	h := newHost(allow)
+	h := agentclitest.NewHost(allow)
 	s := startFake(t, fakeHandshake+bigChunk(20<<20)+"sleep 300\n", h)
 	send(t, s, "hello")
-	evs := h.waitTurns(t, 1)
-	te := last[provider.TurnEnded](t, evs)
+	evs := h.WaitTurns(t, 1, wait)
+	te := agentclitest.Last[provider.TurnEnded](t, evs)
 	if te.Err == nil || !strings.Contains(te.Err.Error(), "longer than 8 MiB") {
 		t.Errorf("TurnEnded.Err %v", te.Err)
 	}
 	t.Log(te.Err)
-	waitDone(t, s)
+	agentclitest.WaitDone(t, s, wait)
 	if err := s.Err(); err == nil || !strings.Contains(err.Error(), "longer than 8 MiB") {
 		t.Errorf("Err %v", err)
 	}
-	if left := s.cfg.tree.Alive(); len(left) > 0 {
+	if left := agentclitest.Alive(s.cli); len(left) > 0 {
 		t.Errorf("processes left: %v", left)
 	}
 }
@@ -169,7 +145,7 @@ func TestFake20MBLine(t *testing.T) {
 func TestFakeClientRequests(t *testing.T) {
 	t.Parallel()
 	answered := make(chan struct{})
-	h := newHost(func(ctx context.Context, _ provider.PermissionRequest) (provider.Decision, error) {
+	h := agentclitest.NewHost(func(ctx context.Context, _ provider.PermissionRequest) (provider.Decision, error) {
 		<-answered
 		return provider.Decision{Allow: true}, nil
 	})
@@ -180,10 +156,10 @@ printf '%s\n' '{"jsonrpc":"2.0","id":3,"result":{"stopReason":"end_turn"}}'
 exit 0
 `, h)
 	send(t, s, "hello")
-	evs := h.waitTurns(t, 1)
-	waitDone(t, s)
+	evs := h.WaitTurns(t, 1, wait)
+	agentclitest.WaitDone(t, s, wait)
 	close(answered)
-	if te := last[provider.TurnEnded](t, evs); te.Err != nil {
+	if te := agentclitest.Last[provider.TurnEnded](t, evs); te.Err != nil {
 		t.Errorf("TurnEnded %+v", te)
 	}
 	if err := s.Err(); err == nil || !strings.Contains(err.Error(), `"code":-32601`) {
@@ -198,7 +174,7 @@ exit 0
 // killed, within Close's bound.
 func TestFakeIgnoresStdinClose(t *testing.T) {
 	t.Parallel()
-	s := startFake(t, fakeHandshake+"trap '' TERM INT; while :; do sleep 1; done\n", newHost(allow))
+	s := startFake(t, fakeHandshake+"trap '' TERM INT; while :; do sleep 1; done\n", agentclitest.NewHost(allow))
 	start := time.Now()
 	if err := s.Close(); err != nil {
 		t.Errorf("Close: %v", err)
@@ -206,7 +182,7 @@ func TestFakeIgnoresStdinClose(t *testing.T) {
 	if d := time.Since(start); d > 20*time.Second {
 		t.Errorf("Close took %v", d)
 	}
-	if left := s.cfg.tree.Alive(); len(left) > 0 {
+	if left := agentclitest.Alive(s.cli); len(left) > 0 {
 		t.Errorf("processes left: %v", left)
 	}
 }

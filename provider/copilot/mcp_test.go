@@ -13,6 +13,7 @@ import (
 
 	"github.com/agents-fleet/fleet/internal/modelmock"
 	"github.com/agents-fleet/fleet/provider"
+	"github.com/agents-fleet/fleet/provider/agentcli/agentclitest"
 )
 
 type pingIn struct {
@@ -61,23 +62,23 @@ func TestFleetMCPToolNeedsNoPermission(t *testing.T) {
 		{Text: "calling", ToolCalls: []modelmock.ToolCall{{Name: "fleet-ping", Input: map[string]any{"text": "abc"}}}},
 		{Text: "got pong"},
 	}}}})
-	h := newHost(nil) // any prompt would block the test
-	spec := r.spec()
+	h := agentclitest.NewHost(nil) // any prompt would block the test
+	spec := r.Spec()
 	spec.MCP = []provider.MCPServer{{Name: "fleet", URL: f.url, Headers: map[string]string{"Authorization": "Bearer fleet-secret"}, Tools: []string{"ping"}}}
 	s := r.start(t, spec, h)
 	send(t, s, "fleet-mcp: ping it")
-	evs := h.waitTurns(t, 1)
-	if te := last[provider.TurnEnded](t, evs); te.Err != nil || te.Result != "got pong" {
+	evs := h.WaitTurns(t, 1, wait)
+	if te := agentclitest.Last[provider.TurnEnded](t, evs); te.Err != nil || te.Result != "got pong" {
 		t.Errorf("TurnEnded %+v", te)
 	}
 	if calls := f.called(); len(calls) != 1 || calls[0] != "abc auth=Bearer fleet-secret" {
 		t.Errorf("MCP calls %q", calls)
 	}
-	if _, perms := h.snapshot(); len(perms) != 0 {
+	if _, perms := h.Snapshot(); len(perms) != 0 {
 		t.Errorf("the host was asked: %+v", perms)
 	}
-	st := last[provider.ToolStarted](t, evs)
-	done := last[provider.ToolCompleted](t, evs)
+	st := agentclitest.Last[provider.ToolStarted](t, evs)
+	done := agentclitest.Last[provider.ToolCompleted](t, evs)
 	if st.Name != "fleet-ping" || st.Input["text"] != "abc" || done.ID != st.ID || done.IsError || !strings.Contains(done.Result, "pong:abc") {
 		t.Errorf("tool events %+v %+v", st, done)
 	}
@@ -97,7 +98,7 @@ func TestFleetMCPToolNeedsNoPermission(t *testing.T) {
 		t.Errorf("fleet-ping not offered: %+v", body.Tools)
 	}
 	// The bearer token is not on the CLI's command line.
-	if strings.Contains(strings.Join(s.cfg.cmd.Args, " "), "fleet-secret") {
+	if strings.Contains(strings.Join(agentclitest.Proc(s.cli).Args(), " "), "fleet-secret") {
 		t.Error("the MCP header is on the command line")
 	}
 }

@@ -9,6 +9,7 @@ import (
 
 	"github.com/agents-fleet/fleet/internal/modelmock"
 	"github.com/agents-fleet/fleet/provider"
+	"github.com/agents-fleet/fleet/provider/agentcli/agentclitest"
 )
 
 // With the OpenAI Responses wire, Copilot offers apply_patch (a freeform
@@ -17,35 +18,35 @@ func TestOpenAIApplyPatch(t *testing.T) {
 	t.Parallel()
 	r := newRig(t, modelmock.Script{})
 	for _, f := range []string{"a.txt", "b.txt"} {
-		if err := os.WriteFile(filepath.Join(r.dir, f), []byte("old\n"), 0o644); err != nil {
+		if err := os.WriteFile(filepath.Join(r.Dir, f), []byte("old\n"), 0o644); err != nil {
 			t.Fatal(err)
 		}
 	}
-	path := func(f string) string { return filepath.Join(r.dir, f) }
+	path := func(f string) string { return filepath.Join(r.Dir, f) }
 	patch := "*** Begin Patch\n*** Add File: " + path("notes.md") + "\n+hello from a patch\n" +
 		"*** Update File: " + path("a.txt") + "\n@@\n-old\n+new\n" +
 		"*** Delete File: " + path("b.txt") + "\n*** End Patch\n"
-	r.srv.SetScript(modelmock.Script{Rules: []modelmock.Rule{{Name: "patch", Match: "fleet-patch", Turns: []modelmock.Turn{
+	r.Srv.SetScript(modelmock.Script{Rules: []modelmock.Rule{{Name: "patch", Match: "fleet-patch", Turns: []modelmock.Turn{
 		{ToolCalls: []modelmock.ToolCall{{Name: "apply_patch", Input: patch}}, Usage: modelmock.Usage{Input: 200, Output: 30, CacheRead: 50}},
 		{Text: "patched", Usage: modelmock.Usage{Input: 260, Output: 4}},
 	}}}})
-	for i, kv := range r.env {
+	for i, kv := range r.Env {
 		switch {
 		case strings.HasPrefix(kv, "COPILOT_PROVIDER_TYPE="):
-			r.env[i] = "COPILOT_PROVIDER_TYPE=openai"
+			r.Env[i] = "COPILOT_PROVIDER_TYPE=openai"
 		case strings.HasPrefix(kv, "COPILOT_PROVIDER_BASE_URL="):
-			r.env[i] = "COPILOT_PROVIDER_BASE_URL=" + r.srv.URL() + "/v1"
+			r.Env[i] = "COPILOT_PROVIDER_BASE_URL=" + r.Srv.URL() + "/v1"
 		case strings.HasPrefix(kv, "COPILOT_MODEL="):
-			r.env[i] = "COPILOT_MODEL=gpt-5.5"
+			r.Env[i] = "COPILOT_MODEL=gpt-5.5"
 		}
 	}
-	r.env = append(r.env, "COPILOT_PROVIDER_WIRE_API=responses")
-	h := newHost(allow)
-	s := r.start(t, r.spec(), h)
+	r.Env = append(r.Env, "COPILOT_PROVIDER_WIRE_API=responses")
+	h := agentclitest.NewHost(allow)
+	s := r.start(t, r.Spec(), h)
 	send(t, s, "fleet-patch: change the files")
-	evs := h.waitTurns(t, 1)
-	if te := last[provider.TurnEnded](t, evs); te.Err != nil || te.Result != "patched" {
-		t.Fatalf("TurnEnded %+v\n%s", te, dump(evs))
+	evs := h.WaitTurns(t, 1, wait)
+	if te := agentclitest.Last[provider.TurnEnded](t, evs); te.Err != nil || te.Result != "patched" {
+		t.Fatalf("TurnEnded %+v\n%s", te, agentclitest.Dump(evs))
 	}
 	if b, err := os.ReadFile(path("notes.md")); err != nil || string(b) != "hello from a patch\n" {
 		t.Errorf("notes.md %q, %v", b, err)
@@ -56,11 +57,11 @@ func TestOpenAIApplyPatch(t *testing.T) {
 	if _, err := os.Stat(path("b.txt")); !os.IsNotExist(err) {
 		t.Errorf("b.txt: %v", err)
 	}
-	st := last[provider.ToolStarted](t, evs)
+	st := agentclitest.Last[provider.ToolStarted](t, evs)
 	if st.Name != "apply_patch" || st.Input["input"] != patch || st.Detail != path("notes.md") {
 		t.Errorf("ToolStarted %+v", st)
 	}
-	got := all[provider.FileEdited](evs)
+	got := agentclitest.All[provider.FileEdited](evs)
 	slices.SortFunc(got, func(a, b provider.FileEdited) int { return strings.Compare(a.Path, b.Path) })
 	want := []provider.FileEdited{
 		{Path: path("a.txt"), Change: provider.Edited, Tool: "apply_patch"},
@@ -68,13 +69,13 @@ func TestOpenAIApplyPatch(t *testing.T) {
 		{Path: path("notes.md"), Change: provider.Created, Tool: "apply_patch"},
 	}
 	if !slices.Equal(got, want) {
-		t.Errorf("FileEdited %+v\n%s", got, dump(evs))
+		t.Errorf("FileEdited %+v\n%s", got, agentclitest.Dump(evs))
 	}
 	// OpenAI's input_tokens include the cached part; Usage's do not.
-	if u := sumUsage(evs); u != (provider.Usage{InputTokens: 410, OutputTokens: 34, CacheReadTokens: 50}) {
+	if u := agentclitest.SumUsage(evs); u != (provider.Usage{InputTokens: 410, OutputTokens: 34, CacheReadTokens: 50}) {
 		t.Errorf("usage %+v", u)
 	}
-	if _, perms := h.snapshot(); len(perms) == 0 || perms[0].Tool != "apply_patch" {
+	if _, perms := h.Snapshot(); len(perms) == 0 || perms[0].Tool != "apply_patch" {
 		t.Errorf("prompts %+v", perms)
 	}
 }

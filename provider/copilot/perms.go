@@ -34,8 +34,9 @@ type outcome struct {
 
 // permission relays a permission prompt (on the reader). A prompt for one
 // of the fleet's own MCP tools is allowed at once; any other goes to
-// Host.Permission on a goroutine of its own, so the reader keeps reading,
-// and is answered the moment the host decides.
+// Host.Permission on a goroutine of its own (a prompt of the client's),
+// so the reader keeps reading, and is answered the moment the host
+// decides.
 func (s *session) permission(id json.RawMessage, raw json.RawMessage) {
 	var p permissionParams
 	if err := json.Unmarshal(raw, &p); err != nil {
@@ -68,22 +69,20 @@ func (s *session) permission(id json.RawMessage, raw json.RawMessage) {
 	for _, o := range p.Options {
 		req.Options = append(req.Options, provider.PermissionOption{ID: o.OptionID, Label: o.Name, Kind: optionKind(o.Kind)})
 	}
-	ctx := s.ctx
+	parent := s.ctx
 	s.mu.Lock()
 	if s.turn != nil {
-		ctx = s.turn.ctx
+		parent = s.turn.ctx
 	}
 	s.mu.Unlock()
-	s.perms.Add(1)
-	go func() {
-		defer s.perms.Done()
+	s.rpc.Prompt(id, parent, func(ctx context.Context) any {
 		d, err := s.h.Permission(ctx, req)
-		s.answerPermission(id, decide(ctx, p.Options, d, err))
-	}()
+		return map[string]any{"outcome": decide(ctx, p.Options, d, err)}
+	})
 }
 
 func (s *session) answerPermission(id json.RawMessage, o outcome) {
-	_ = s.w.send(response{JSONRPC: "2.0", ID: id, Result: map[string]any{"outcome": o}})
+	_ = s.rpc.Respond(id, map[string]any{"outcome": o})
 }
 
 // decide turns the host's decision into the CLI's outcome. The option the

@@ -5,35 +5,33 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
-	"github.com/agents-fleet/fleet/internal/proctree"
 	"github.com/agents-fleet/fleet/provider"
+	"github.com/agents-fleet/fleet/provider/agentcli"
+	"github.com/agents-fleet/fleet/provider/agentcli/jsonrpc"
 )
 
 const (
 	// protocolVersion is the ACP version the adapter speaks.
 	protocolVersion = 1
-	// stderrTail is how much of the CLI's stderr is kept for errors.
-	stderrTail = 8 << 10
+	// maxLine is the longest line the adapter reads from the CLI. A longer
+	// one is a protocol error that ends the session; reading it never
+	// allocates more than this.
+	maxLine = 8 << 20
 
 	// cancelWait bounds how long Close waits for an interrupted turn's
 	// end before it stops the CLI.
 	cancelWait = 5 * time.Second
-	// exitGrace is how long Close waits for the CLI to exit after stdin
-	// closes (it exits at once: "ACP client disconnected").
-	exitGrace = 3 * time.Second
 	// killWait bounds the wait for the reader after the tree was killed.
 	killWait = 10 * time.Second
-	// pipeGrace is how long the reader waits, after the CLI exited, for a
-	// pipe a descendant still holds before the tree is killed.
+	// pipeGrace is how long a failed start-up waits for the CLI's exit
+	// and its stderr, to say why it failed.
 	pipeGrace = 2 * time.Second
 )
 
@@ -41,18 +39,16 @@ const (
 type sessionConfig struct {
 	spec    provider.Spec
 	host    provider.Host
-	cmd     *exec.Cmd
-	tree    *proctree.Tree
 	scratch string // removed when the session ends
 	model   string
 }
 
 // session is one `copilot --acp` process and its ACP session.
 type session struct {
-	cfg  sessionConfig
-	h    provider.Host
-	w    *writer
-	tail *tailBuffer
+	cfg sessionConfig
+	h   provider.Host
+	cli *agentcli.Conn  // the CLI's process; nil in the parse tests
+	rpc *jsonrpc.Client // requests, responses and prompts over its pipes
 
 	// ctx ends (cancel) when the session ends; permission prompts use it.
 	ctx    context.Context
@@ -60,22 +56,16 @@ type session struct {
 
 	loading atomic.Bool // session/load is replaying history
 
-	done     chan struct{} // closed when the reader finished: the session ended
-	exited   chan struct{} // closed when the CLI process was reaped
-	exitErr  error         // cmd.Wait's error; written before exited closes, read after
-	stderrOK chan struct{} // closed when stderr reached EOF
+	done chan struct{} // closed when the reader finished: the session ended
 
-	perms     sync.WaitGroup // permission prompts in flight
 	closeOnce sync.Once
 	closeErr  error
 
 	mu      sync.Mutex // guards the fields below; never held across Host calls or writes
 	id      string     // the ACP session id
-	nextID  int64
-	calls   map[int64]*pendingCall
-	turn    *turn // the running turn, nil between turns
-	closing bool  // Close started
-	err     error // why the session ended, when not by Close
+	turn    *turn      // the running turn, nil between turns
+	closing bool       // Close started
+	err     error      // why the session ended, when not by Close
 
 	// rs is the reader goroutine's own state.
 	rs readState
@@ -116,39 +106,22 @@ type turn struct {
 	before      map[int]bool // processes outside the CLI's group when the turn began
 }
 
-// pendingCall is a request the adapter sent and awaits the answer of.
-// onResult, when set, runs on the reader goroutine before the answer is
-// delivered, so its events keep their order with the stream's.
-type pendingCall struct {
-	method   string
-	ch       chan callResult
-	onResult func(result json.RawMessage, err error)
-}
-
-type callResult struct {
-	result json.RawMessage
-	err    error
-}
-
-// startSession starts the CLI, initialises ACP and opens (or loads) the
-// session. On any error nothing of the session is left.
-func startSession(ctx context.Context, cfg sessionConfig) (*session, error) {
-	s := &session{
-		cfg:      cfg,
-		h:        cfg.host,
-		tail:     &tailBuffer{max: stderrTail},
-		calls:    map[int64]*pendingCall{},
-		done:     make(chan struct{}),
-		exited:   make(chan struct{}),
-		stderrOK: make(chan struct{}),
-	}
+// newSession is a session writing to w, without a process yet.
+func newSession(cfg sessionConfig, w jsonrpc.LineWriter) *session {
+	s := &session{cfg: cfg, h: cfg.host, done: make(chan struct{})}
 	s.rs.tools = map[string]*toolCall{}
 	s.ctx, s.cancel = context.WithCancel(context.Background())
-	if err := s.spawn(); err != nil {
-		s.cancel()
-		_ = os.RemoveAll(cfg.scratch)
-		return nil, err
-	}
+	s.rpc = jsonrpc.NewClient(w, s, jsonrpc.Options{Version: true})
+	return s
+}
+
+// startSession runs a session on the CLI's process: it initialises ACP
+// and opens (or loads) the session. On any error nothing of it is left.
+func startSession(ctx context.Context, proc agentcli.Process, cfg sessionConfig) (*session, error) {
+	cli := agentcli.NewConn(proc)
+	s := newSession(cfg, cli.Stdin())
+	s.cli = cli
+	go func() { s.end(cli.Read(maxLine, s.handleLine)) }()
 	if err := s.handshake(ctx); err != nil {
 		err = s.startError(err) // before abort: whether the CLI died on its own
 		s.abort()
@@ -157,62 +130,9 @@ func startSession(ctx context.Context, cfg sessionConfig) (*session, error) {
 	return s, nil
 }
 
-// spawn starts the process with its pipes and the goroutines that read
-// them and reap it.
-func (s *session) spawn() error {
-	cmd := s.cfg.cmd
-	// Own pipes rather than StdinPipe/StdoutPipe: the reader reads until
-	// EOF, which a descendant holding the pipe can delay past the CLI's
-	// exit, and cmd.Wait must not close the pipe under the reader; stdin's
-	// write end takes write deadlines.
-	var pipes [6]*os.File // in r/w, out r/w, err r/w
-	for i := 0; i < len(pipes); i += 2 {
-		r, w, err := os.Pipe()
-		if err != nil {
-			for _, f := range pipes[:i] {
-				f.Close()
-			}
-			return fmt.Errorf("copilot: %w", err)
-		}
-		pipes[i], pipes[i+1] = r, w
-	}
-	inR, inW, outR, outW, errR, errW := pipes[0], pipes[1], pipes[2], pipes[3], pipes[4], pipes[5]
-	cmd.Stdin, cmd.Stdout, cmd.Stderr = inR, outW, errW
-	err := cmd.Start()
-	inR.Close()
-	outW.Close()
-	errW.Close()
-	if err != nil {
-		inW.Close()
-		outR.Close()
-		errR.Close()
-		return fmt.Errorf("copilot: start %s: %w", cmd.Path, err)
-	}
-	s.w = &writer{w: inW}
-	go s.reap()
-	go s.readStderr(errR)
-	go s.read(outR)
-	return nil
-}
-
-// reap waits for the CLI to exit, then ends whatever it left running: a
-// tool's command lives on in a session of its own after its CLI died.
-func (s *session) reap() {
-	err := s.cfg.cmd.Wait()
-	s.exitErr = err
-	close(s.exited)
-	s.cfg.tree.Kill(s.cfg.cmd)
-}
-
-func (s *session) readStderr(r *os.File) {
-	defer close(s.stderrOK)
-	defer r.Close()
-	_, _ = io.Copy(s.tail, r)
-}
-
 // handshake sends initialize, then session/new or session/load.
 func (s *session) handshake(ctx context.Context) error {
-	res, err := s.await(ctx, "initialize", map[string]any{
+	res, err := s.rpc.Await(ctx, "initialize", map[string]any{
 		"protocolVersion": protocolVersion,
 		// No fs or terminal capability: the CLI uses its own tools.
 		"clientCapabilities": map[string]any{},
@@ -239,7 +159,7 @@ func (s *session) handshake(ctx context.Context) error {
 			return fmt.Errorf("cannot resume session %s: this CLI does not offer session/load", spec.ResumeID)
 		}
 		s.loading.Store(true)
-		_, err := s.await(ctx, "session/load", map[string]any{
+		_, err := s.rpc.Await(ctx, "session/load", map[string]any{
 			"sessionId": spec.ResumeID, "cwd": s.cwd(), "mcpServers": []any{},
 		}, func(_ json.RawMessage, err error) {
 			s.loading.Store(false)
@@ -252,7 +172,7 @@ func (s *session) handshake(ctx context.Context) error {
 		}
 		return nil
 	}
-	_, err = s.await(ctx, "session/new", map[string]any{"cwd": s.cwd(), "mcpServers": []any{}},
+	_, err = s.rpc.Await(ctx, "session/new", map[string]any{"cwd": s.cwd(), "mcpServers": []any{}},
 		func(res json.RawMessage, err error) {
 			if err != nil {
 				return
@@ -284,7 +204,7 @@ func (s *session) started(id string) {
 // cwd is the session's working directory: Spec.Dir, absolute (ACP
 // requires an absolute path), or the process's own.
 func (s *session) cwd() string {
-	if d := s.cfg.cmd.Dir; d != "" {
+	if d := s.cfg.spec.Dir; d != "" {
 		if abs, err := filepath.Abs(d); err == nil {
 			return abs
 		}
@@ -292,41 +212,6 @@ func (s *session) cwd() string {
 	}
 	d, _ := os.Getwd()
 	return d
-}
-
-// call sends a request and returns the channel its answer arrives on.
-func (s *session) call(method string, params any, onResult func(json.RawMessage, error)) (int64, <-chan callResult, error) {
-	s.mu.Lock()
-	if s.isDone() {
-		s.mu.Unlock()
-		return 0, nil, provider.ErrClosed
-	}
-	s.nextID++
-	id := s.nextID
-	pc := &pendingCall{method: method, ch: make(chan callResult, 1), onResult: onResult}
-	s.calls[id] = pc
-	s.mu.Unlock()
-	if err := s.w.send(request{JSONRPC: "2.0", ID: id, Method: method, Params: params}); err != nil {
-		s.mu.Lock()
-		delete(s.calls, id)
-		s.mu.Unlock()
-		return 0, nil, fmt.Errorf("write %s: %w", method, err)
-	}
-	return id, pc.ch, nil
-}
-
-// await is call and a wait for the answer, ctx's end, or the session's.
-func (s *session) await(ctx context.Context, method string, params any, onResult func(json.RawMessage, error)) (json.RawMessage, error) {
-	_, ch, err := s.call(method, params, onResult)
-	if err != nil {
-		return nil, err
-	}
-	select {
-	case r := <-ch:
-		return r.result, r.err
-	case <-ctx.Done():
-		return nil, ctx.Err()
-	}
 }
 
 func (s *session) isDone() bool {
@@ -342,14 +227,14 @@ func (s *session) isDone() bool {
 // a CLI that exits at once fails the first write or read, and what it
 // said on stderr is the reason, not the broken pipe.
 func (s *session) startError(err error) error {
-	var answered *rpcError // the CLI answered: it is alive
+	var answered *jsonrpc.Error // the CLI answered: it is alive
 	if !errors.As(err, &answered) && !errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, context.Canceled) {
 		select {
-		case <-s.exited:
+		case <-s.cli.Exited():
 		case <-time.After(pipeGrace):
 		}
 	}
-	if isClosed(s.exited) {
+	if isClosed(s.cli.Exited()) {
 		desc := s.exitDescription()
 		if strings.Contains(err.Error(), desc) { // a call the end of the stream failed
 			return fmt.Errorf("copilot: start-up failed: %s", desc)
@@ -363,7 +248,7 @@ func (s *session) startError(err error) error {
 	return errors.New(msg)
 }
 
-func isClosed(ch chan struct{}) bool {
+func isClosed(ch <-chan struct{}) bool {
 	select {
 	case <-ch:
 		return true
@@ -372,18 +257,17 @@ func isClosed(ch chan struct{}) bool {
 	}
 }
 
-// exitDescription says how the CLI ended, with its stderr's tail. exited
-// must be closed.
+// exitDescription says how the CLI ended, with its stderr's tail. The
+// CLI must have exited.
 func (s *session) exitDescription() string {
 	<-s.stderrDone()
 	var b strings.Builder
 	b.WriteString("the CLI ")
-	switch err := s.exitErr; {
-	case err == nil:
+	if s.cli.ExitErr() == nil {
 		b.WriteString("exited with status 0")
-	default:
+	} else {
 		b.WriteString("ended: ")
-		b.WriteString(err.Error())
+		b.WriteString(s.cli.ExitText())
 	}
 	if t := s.stderr(); t != "" {
 		b.WriteString("; stderr: ")
@@ -394,12 +278,12 @@ func (s *session) exitDescription() string {
 	return b.String()
 }
 
-// stderrDone is stderrOK, or a closed channel after a short grace: a
+// stderrDone is closed once stderr ended, or after a short grace: a
 // descendant may hold stderr open after the CLI exited.
 func (s *session) stderrDone() <-chan struct{} {
 	select {
-	case <-s.stderrOK:
-		return s.stderrOK
+	case <-s.cli.StderrDone():
+		return s.cli.StderrDone()
 	case <-time.After(pipeGrace):
 		c := make(chan struct{})
 		close(c)
@@ -407,17 +291,15 @@ func (s *session) stderrDone() <-chan struct{} {
 	}
 }
 
-func (s *session) stderr() string {
-	return strings.TrimSpace(s.tail.String())
-}
+func (s *session) stderr() string { return s.cli.Stderr() }
 
 // abort ends a session that failed to start: kill, wait, clean up.
 func (s *session) abort() {
 	s.mu.Lock()
 	s.closing = true
 	s.mu.Unlock()
-	s.w.close()
-	s.cfg.tree.Kill(s.cfg.cmd)
+	s.cli.Stdin().Close()
+	s.cli.Kill("")
 	select {
 	case <-s.done:
 	case <-time.After(killWait):
@@ -428,54 +310,23 @@ func (s *session) abort() {
 // finish releases what a session holds once it ended.
 func (s *session) finish() {
 	s.cancel()
-	s.perms.Wait()
-	s.cfg.tree.Kill(s.cfg.cmd)
+	s.rpc.WaitPrompts()
+	s.cli.Kill("")
 	_ = os.RemoveAll(s.cfg.scratch)
 }
 
-// read is the reader goroutine: it reads the CLI's stdout line by line and
-// handles each message, then ends the session when the stream ends.
-func (s *session) read(r *os.File) {
-	lr := newLineReader(r, maxLine)
-	var readErr error
-	for {
-		line, err := lr.Next()
-		if err != nil {
-			if err != io.EOF {
-				readErr = err
-			}
-			break
-		}
-		s.handleLine(line)
-	}
-	if readErr != nil {
-		s.cfg.tree.Kill(s.cfg.cmd) // a protocol error ends the CLI
-	}
-	// Wait for the exit; a CLI that closed its stdout but lives on is
-	// ended.
-	select {
-	case <-s.exited:
-	case <-time.After(pipeGrace):
-		s.cfg.tree.Kill(s.cfg.cmd)
-		<-s.exited
-	}
-	r.Close()
-	s.end(readErr)
-}
-
-// end runs on the reader once the stream is over: it ends a running turn
-// and any pending call with the reason, and marks the session done.
+// end runs on the reader once the CLI's side ended (cli.Read returned:
+// the tree is gone, the pipes are closed): it ends a running turn and any
+// pending call with the reason, and marks the session done.
 func (s *session) end(readErr error) {
 	s.mu.Lock()
 	closing := s.closing
 	t := s.turn
-	calls := s.calls
-	s.calls = map[int64]*pendingCall{}
 	s.mu.Unlock()
 
 	var why error
 	switch {
-	case readErr != nil && errors.Is(readErr, errLineTooLong):
+	case errors.Is(readErr, agentcli.ErrLineTooLong):
 		why = fmt.Errorf("copilot: %w; the session was stopped (%s)", readErr, s.exitDescription())
 	case readErr != nil:
 		why = fmt.Errorf("copilot: reading the CLI's output: %v (%s)", readErr, s.exitDescription())
@@ -484,15 +335,7 @@ func (s *session) end(readErr error) {
 	default:
 		why = fmt.Errorf("copilot: %s", s.exitDescription())
 	}
-	for _, pc := range calls {
-		if pc.method == "session/prompt" {
-			continue // the turn is ended below
-		}
-		if pc.onResult != nil {
-			pc.onResult(nil, why)
-		}
-		pc.ch <- callResult{err: why}
-	}
+	// The turn first, so it ends with why rather than as a failed prompt.
 	if t != nil {
 		s.flushText()
 		if closing && readErr == nil {
@@ -503,6 +346,7 @@ func (s *session) end(readErr error) {
 			s.endTurn(t, provider.TurnEnded{Result: s.rs.lastText, Err: midTurn(why), ExitCode: -1})
 		}
 	}
+	s.rpc.Close(why)
 	s.mu.Lock()
 	if !closing || readErr != nil {
 		s.err = why
@@ -516,36 +360,41 @@ func midTurn(err error) error {
 	return fmt.Errorf("the turn did not finish: %w", err)
 }
 
-// handleLine decodes one line's envelope and hands it to its handler.
-// session/update notifications, nine lines in ten, take a faster path
-// (updateLine).
+// handleLine hands one line to its handler. session/update notifications,
+// nine lines in ten, take a faster path (updateLine).
 func (s *session) handleLine(line []byte) {
-	if len(line) == 0 {
-		return
-	}
 	if s.updateLine(line) {
 		return
 	}
-	var m message
-	if err := json.Unmarshal(line, &m); err != nil || m.JSONRPC != "2.0" {
-		s.garbage("line", line)
+	s.rpc.Dispatch(line)
+}
+
+// Request answers an agent→client request (jsonrpc.Handler): a permission
+// prompt goes to the host, anything else gets method-not-found at once.
+func (s *session) Request(id json.RawMessage, method string, p jsonrpc.Params) {
+	if method == "session/request_permission" {
+		s.permission(id, p.Raw())
 		return
 	}
+	s.rs.unknown++
+	_ = s.rpc.RespondError(id, jsonrpc.CodeMethodNotFound, "the fleet's client does not offer "+method)
+}
+
+// Notification maps session/update (jsonrpc.Handler); other
+// notifications are counted.
+func (s *session) Notification(method string, p jsonrpc.Params) {
 	switch {
-	case m.isResponse():
-		s.handleResponse(&m)
-	case m.isNotification():
-		if m.Method == "session/update" {
-			s.handleUpdateParams(m.Params)
-			return
-		}
-		s.rs.unknown++
-	case m.isRequest():
-		s.handleRequest(&m)
+	case method == "session/update":
+		s.handleUpdateParams(p)
+	case !p.Valid():
+		s.garbage("line", p.Line())
 	default:
-		s.garbage("message", line)
+		s.rs.unknown++
 	}
 }
+
+// Invalid counts a line that is not JSON-RPC (jsonrpc.Handler).
+func (s *session) Invalid(line []byte) { s.garbage("line", line) }
 
 // garbage counts a line that is not what it should be; the first one is
 // reported as a Note.
@@ -555,41 +404,6 @@ func (s *session) garbage(what string, b []byte) {
 		s.h.Event(provider.Note{Text: fmt.Sprintf("copilot printed a %s that is not valid ACP, ignored (further ones are counted, not shown): %s",
 			what, firstLine(lastBytes(string(b), 300)))})
 	}
-}
-
-func (s *session) handleResponse(m *message) {
-	id, ok := parseID(m.ID)
-	if !ok {
-		s.rs.unknown++
-		return
-	}
-	s.mu.Lock()
-	pc := s.calls[id]
-	delete(s.calls, id)
-	s.mu.Unlock()
-	if pc == nil {
-		s.rs.unknown++ // an answer to nothing pending
-		return
-	}
-	var err error
-	if m.Error != nil {
-		err = m.Error
-	}
-	if pc.onResult != nil {
-		pc.onResult(m.Result, err)
-	}
-	pc.ch <- callResult{result: m.Result, err: err}
-}
-
-// handleRequest answers an agent→client request: a permission prompt goes
-// to the host, anything else gets method-not-found at once.
-func (s *session) handleRequest(m *message) {
-	if m.Method == "session/request_permission" {
-		s.permission(m.ID, m.Params)
-		return
-	}
-	s.rs.unknown++
-	_ = s.w.send(response{JSONRPC: "2.0", ID: m.ID, Error: &rpcError{Code: codeMethodNotFound, Message: "the fleet's client does not offer " + m.Method}})
 }
 
 // inTurn reports whether a turn is running.
@@ -616,12 +430,14 @@ func (s *session) Send(ctx context.Context, t provider.Turn) error {
 	id := s.id
 	s.mu.Unlock()
 
-	tr.before = outsiders(s.cfg.tree, s.cfg.cmd)
+	if sw := s.sweeper(); sw != nil {
+		tr.before = sw.Outsiders()
+	}
 	params := map[string]any{
 		"sessionId": id,
 		"prompt":    []map[string]any{{"type": "text", "text": t.Text}},
 	}
-	_, _, err := s.call("session/prompt", params, func(res json.RawMessage, err error) {
+	err := s.rpc.Call(ctx, "session/prompt", params, func(res json.RawMessage, err error) {
 		s.promptDone(tr, res, err)
 	})
 	if err != nil {
@@ -636,8 +452,15 @@ func (s *session) Send(ctx context.Context, t provider.Turn) error {
 	return nil
 }
 
-// promptDone ends the turn with session/prompt's answer (on the reader).
+// promptDone ends the turn with session/prompt's answer (on the reader),
+// unless the session's end ended it first.
 func (s *session) promptDone(t *turn, res json.RawMessage, err error) {
+	s.mu.Lock()
+	current := s.turn == t
+	s.mu.Unlock()
+	if !current {
+		return
+	}
 	s.flushText()
 	ev := provider.TurnEnded{Result: s.rs.lastText}
 	var r struct {
@@ -673,8 +496,10 @@ func (s *session) promptDone(t *turn, res json.RawMessage, err error) {
 	}
 	if ev.Interrupted || t.interrupted.Load() {
 		ev.Interrupted = true
-		if n := sweepTurn(s.cfg.tree, s.cfg.cmd, t.before); n > 0 {
-			s.h.Event(provider.Note{Text: fmt.Sprintf("copilot: ended %d process(es) the interrupted turn left running", n)})
+		if sw := s.sweeper(); sw != nil {
+			if n := sw.SweepOutsiders(t.before); n > 0 {
+				s.h.Event(provider.Note{Text: fmt.Sprintf("copilot: ended %d process(es) the interrupted turn left running", n)})
+			}
 		}
 	}
 	s.endTurn(t, ev)
@@ -721,7 +546,7 @@ func (s *session) cancelTurn(t *turn, id string) {
 		return
 	}
 	t.cancel()
-	_ = s.w.send(notification{JSONRPC: "2.0", Method: "session/cancel", Params: map[string]any{"sessionId": id}})
+	_ = s.rpc.Notify(context.Background(), "session/cancel", map[string]any{"sessionId": id})
 }
 
 // ResumeID is the ACP session id.
@@ -761,12 +586,7 @@ func (s *session) close() error {
 		case <-time.After(cancelWait):
 		}
 	}
-	s.w.close()
-	select {
-	case <-s.done:
-	case <-time.After(exitGrace):
-		s.cfg.tree.Kill(s.cfg.cmd)
-	}
+	s.cli.Stop()
 	var err error
 	select {
 	case <-s.done:
@@ -774,37 +594,29 @@ func (s *session) close() error {
 		err = errors.New("copilot: the CLI's output did not end after it was killed")
 	}
 	s.finish()
-	if left := s.cfg.tree.Alive(); len(left) > 0 {
-		err = errors.Join(err, fmt.Errorf("copilot: processes %v of the session are still alive", left))
+	if a, ok := s.cli.Process().(interface{ Alive() []int }); ok {
+		if left := a.Alive(); len(left) > 0 {
+			err = errors.Join(err, fmt.Errorf("copilot: processes %v of the session are still alive", left))
+		}
 	}
 	return err
 }
 
-// tailBuffer keeps the last max bytes written to it.
-type tailBuffer struct {
-	mu  sync.Mutex
-	max int
-	buf []byte
+// turnSweeper is what ending an interrupted turn needs of the CLI's
+// process: the processes of its tree outside the CLI's own group, and a
+// way to end the ones a turn added. A local agentcli.Proc is one (on
+// Linux; elsewhere it finds none, and Close ends them).
+type turnSweeper interface {
+	Outsiders() map[int]bool
+	SweepOutsiders(before map[int]bool) int
 }
 
-func (b *tailBuffer) Write(p []byte) (int, error) {
-	n := len(p)
-	if len(p) > b.max {
-		p = p[len(p)-b.max:]
+func (s *session) sweeper() turnSweeper {
+	if s.cli == nil {
+		return nil
 	}
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	b.buf = append(b.buf, p...)
-	if over := len(b.buf) - b.max; over > 0 {
-		b.buf = append(b.buf[:0], b.buf[over:]...)
-	}
-	return n, nil
-}
-
-func (b *tailBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return string(b.buf)
+	sw, _ := s.cli.Process().(turnSweeper)
+	return sw
 }
 
 var _ provider.Session = (*session)(nil)

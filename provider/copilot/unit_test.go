@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/agents-fleet/fleet/provider"
+	"github.com/agents-fleet/fleet/provider/agentcli/agentclitest"
 )
 
 // updateLineFor is a session/update line as the CLI prints it.
@@ -22,15 +23,15 @@ func updateLineFor(update string) []byte {
 func TestChunkFastPath(t *testing.T) {
 	for _, text := range []string{`plain`, `with \"quotes\" and \\ and \n newline \u00e9`, ``} {
 		line := updateLineFor(`{"sessionUpdate":"agent_message_chunk","content":{"type":"text","text":"` + text + `"}}`)
-		h := newHost(allow)
+		h := agentclitest.NewHost(allow)
 		s := parseSession(t, h)
 		s.turn = &turn{ctx: s.ctx, cancel: func() {}, ended: make(chan struct{})}
 		s.handleLine(line)
 		s.handleLine(updateLineFor(`{"sessionUpdate":"content_shape_other","x":1}`))
 		s.handleLine(updateLineFor(`{"content":{"text":"` + text + `","type":"text"},"sessionUpdate":"agent_message_chunk"}`))
 		s.flushText()
-		evs, _ := h.snapshot()
-		texts := all[provider.Text](evs)
+		evs, _ := h.Snapshot()
+		texts := agentclitest.All[provider.Text](evs)
 		if text == "" {
 			if len(texts) != 0 {
 				t.Errorf("texts %+v", texts)
@@ -44,7 +45,7 @@ func TestChunkFastPath(t *testing.T) {
 			t.Errorf("unknown %d", s.rs.unknown)
 		}
 	}
-	h := newHost(allow)
+	h := agentclitest.NewHost(allow)
 	s := parseSession(t, h)
 	s.handleLine(updateLineFor(`{"sessionUpdate":"usage_update","used":9754,"size":168000}`))
 	if s.rs.ctxUsed != 9754 || s.rs.ctxSize != 168000 {
@@ -74,7 +75,7 @@ func unescape(t *testing.T, s string) string {
 // words, a retry drops the partial message, and model text that goes on
 // clears an earlier error.
 func TestNotices(t *testing.T) {
-	h := newHost(allow)
+	h := agentclitest.NewHost(allow)
 	s := parseSession(t, h)
 	tr := &turn{ctx: s.ctx, cancel: func() {}, ended: make(chan struct{})}
 	s.turn = tr
@@ -84,18 +85,18 @@ func TestNotices(t *testing.T) {
 	s.handleChunk("agent_message_chunk", "Error: is a word here")
 	s.handleChunk("agent_message_chunk", "Error: Failed to get response from the AI model; Last error: 500 boom")
 	s.promptDone(tr, []byte(`{"stopReason":"end_turn"}`), nil)
-	evs, _ := h.snapshot()
-	if got := kinds(evs); !slices.Equal(got, []string{"Text", "TurnEnded"}) {
-		t.Errorf("events %v\n%s", got, dump(evs))
+	evs, _ := h.Snapshot()
+	if got := agentclitest.Kinds(agentclitest.Without[provider.Note](evs)); !slices.Equal(got, []string{"Text", "TurnEnded"}) {
+		t.Errorf("events %v\n%s", got, agentclitest.Dump(evs))
 	}
-	if txt := last[provider.Text](t, evs); txt.Text != "full answer. Error: is a word here" {
+	if txt := agentclitest.Last[provider.Text](t, evs); txt.Text != "full answer. Error: is a word here" {
 		t.Errorf("text %q", txt.Text)
 	}
-	te := last[provider.TurnEnded](t, evs)
+	te := agentclitest.Last[provider.TurnEnded](t, evs)
 	if te.Err == nil || te.Err.Error() != "copilot: Failed to get response from the AI model; Last error: 500 boom" {
 		t.Errorf("TurnEnded.Err %v", te.Err)
 	}
-	if n := len(all[provider.Note](evs)); n != 2 {
+	if n := len(agentclitest.All[provider.Note](evs)); n != 2 {
 		t.Errorf("%d notes", n)
 	}
 
@@ -103,8 +104,8 @@ func TestNotices(t *testing.T) {
 	s.handleChunk("agent_message_chunk", "Error: transient")
 	s.handleChunk("agent_message_chunk", "recovered")
 	s.promptDone(s.turn, []byte(`{"stopReason":"end_turn"}`), nil)
-	evs, _ = h.snapshot()
-	if te := last[provider.TurnEnded](t, evs); te.Err != nil || te.Result != "recovered" {
+	evs, _ = h.Snapshot()
+	if te := agentclitest.Last[provider.TurnEnded](t, evs); te.Err != nil || te.Result != "recovered" {
 		t.Errorf("TurnEnded %+v", te)
 	}
 }
@@ -162,7 +163,7 @@ func TestDecide(t *testing.T) {
 }
 
 func TestToolNames(t *testing.T) {
-	s := parseSession(t, newHost(allow))
+	s := parseSession(t, agentclitest.NewHost(allow))
 	s.cfg.spec.MCP = []provider.MCPServer{{Name: "fleet", Tools: []string{"spawn_worker"}}, {Name: "other"}}
 	cases := []struct{ title, kind, input, want string }{
 		{"write x", "execute", `{"command":"echo hi","description":"write x"}`, "bash"},
@@ -283,10 +284,10 @@ func TestDescribeEndpoint(t *testing.T) {
 // allowed without the host.
 func TestFakeMCPPromptAllowed(t *testing.T) {
 	t.Parallel()
-	h := newHost(nil)
+	h := agentclitest.NewHost(nil)
 	spec := fakeSpec(t)
 	spec.MCP = []provider.MCPServer{{Name: "fleet", URL: "http://127.0.0.1:9/mcp", Tools: []string{"ping"}}}
-	p := New(provider.Options{Path: fakeCLI(t, fakeHandshake+`printf '%s\n' '{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"fake-1","update":{"sessionUpdate":"tool_call","toolCallId":"t1","title":"fleet-ping","kind":"other","status":"pending","rawInput":{"text":"a"}}}}'
+	p := New(provider.Options{Path: agentclitest.FakeCLI(t, "copilot", fakeHandshake+`printf '%s\n' '{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"fake-1","update":{"sessionUpdate":"tool_call","toolCallId":"t1","title":"fleet-ping","kind":"other","status":"pending","rawInput":{"text":"a"}}}}'
 printf '%s\n' '{"jsonrpc":"2.0","id":0,"method":"session/request_permission","params":{"sessionId":"fake-1","toolCall":{"toolCallId":"t1","title":"ping","kind":"other","rawInput":{"text":"a"}},"options":[{"optionId":"allow_once","kind":"allow_once","name":"Allow once"},{"optionId":"reject_once","kind":"reject_once","name":"Deny"}]}}'
 read -r l; echo "$l" >&2
 printf '%s\n' '{"jsonrpc":"2.0","id":3,"result":{"stopReason":"end_turn"}}'
@@ -294,9 +295,9 @@ read -r l
 `)})
 	s := startWith(t, p, spec, h)
 	send(t, s, "hello")
-	h.waitTurns(t, 1)
+	h.WaitTurns(t, 1, wait)
 	s.Close()
-	if _, perms := h.snapshot(); len(perms) != 0 {
+	if _, perms := h.Snapshot(); len(perms) != 0 {
 		t.Errorf("the host was asked: %+v", perms)
 	}
 	if got := s.stderr(); !strings.Contains(got, `"optionId":"allow_once"`) || !strings.Contains(got, `"id":0`) {

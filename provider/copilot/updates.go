@@ -8,6 +8,8 @@ import (
 	"unicode/utf8"
 
 	"github.com/agents-fleet/fleet/provider"
+	"github.com/agents-fleet/fleet/provider/agentcli"
+	"github.com/agents-fleet/fleet/provider/agentcli/jsonrpc"
 )
 
 // update is one session/update's "update" object: the union of the
@@ -177,10 +179,10 @@ func hasAnyPrefix(s string, prefixes []string) bool {
 
 // handleUpdateParams decodes session/update's params (from a line that
 // did not take updateLine's path) and handles the update.
-func (s *session) handleUpdateParams(params json.RawMessage) {
+func (s *session) handleUpdateParams(params jsonrpc.Params) {
 	var p updateParams
-	if err := json.Unmarshal(params, &p); err != nil {
-		s.garbage("session/update params", params)
+	if err := params.Decode(&p); err != nil {
+		s.garbage("session/update params", params.Raw())
 		return
 	}
 	s.handleUpdate(&p.Update)
@@ -600,21 +602,7 @@ func (s *session) toolName(tc *toolCall) string {
 // isMCPTool reports whether name ("<server>-<tool>") is a tool of one of
 // the fleet's MCP servers (Spec.MCP): those are pre-allowed.
 func (s *session) isMCPTool(name string) bool {
-	for _, m := range s.cfg.spec.MCP {
-		tool, ok := strings.CutPrefix(name, m.Name+"-")
-		if !ok || tool == "" {
-			continue
-		}
-		if len(m.Tools) == 0 {
-			return true
-		}
-		for _, t := range m.Tools {
-			if t == tool {
-				return true
-			}
-		}
-	}
-	return false
+	return agentcli.IsFleetTool(s.cfg.spec.MCP, name, "", "-")
 }
 
 // detail is the one line for humans: the command, the path, or the title.
@@ -653,7 +641,7 @@ func firstLine(s string) string {
 // rawMap decodes a JSON object; anything else (or nothing) is nil, and a
 // non-object value is kept under "value".
 func rawMap(raw json.RawMessage) map[string]any {
-	if len(raw) == 0 || isNull(raw) {
+	if len(raw) == 0 || string(raw) == "null" {
 		return nil
 	}
 	var m map[string]any
