@@ -15,6 +15,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/agents-fleet/fleet/controlsock"
+	"github.com/agents-fleet/fleet/internal/testwait"
 	"github.com/agents-fleet/fleet/protocol"
 	"github.com/agents-fleet/fleet/registry"
 )
@@ -36,7 +37,6 @@ type fakeFleet struct {
 	// answers just before this one's answer arrives.
 	resolved map[string]protocol.ResolvedReason
 	lost     map[string]bool
-	changed  chan struct{}
 }
 
 // refuse is the refusal the engine sends for an answer to id it does not
@@ -60,13 +60,6 @@ func (f *fakeFleet) loseLocked(id string, kind protocol.ResolvedKind) bool {
 	return true
 }
 
-func (f *fakeFleet) note() {
-	select {
-	case f.changed <- struct{}{}:
-	default:
-	}
-}
-
 // Prompt records the prompt and replies "echo: <text>", unless the text
 // starts with "quiet"; to "/fail…" it replies with an error.
 func (f *fakeFleet) Prompt(m *protocol.UserMessage) {
@@ -75,7 +68,6 @@ func (f *fakeFleet) Prompt(m *protocol.UserMessage) {
 	f.mu.Lock()
 	f.prompts = append(f.prompts, source+": "+text)
 	f.mu.Unlock()
-	f.note()
 	switch {
 	case strings.HasPrefix(text, "/fail"):
 		f.srv.Broadcast(&protocol.Reply{Text: "failed: " + text, IsError: protocol.Bool(true)})
@@ -100,7 +92,6 @@ func (f *fakeFleet) AnswerConfirm(id string, approve bool, reason string) error 
 	f.resolved[id] = protocol.ResolvedReason(reason)
 	f.answers = append(f.answers, fmt.Sprintf("%s=%v", id, approve))
 	f.mu.Unlock()
-	f.note()
 	f.srv.Broadcast(&protocol.ConfirmResolved{ID: id, Approved: approve, Kind: protocol.KindConfirm, Reason: protocol.ResolvedReason(reason)})
 	return nil
 }
@@ -129,7 +120,6 @@ func (f *fakeFleet) AnswerAsk(id, text, reason string) error {
 	f.resolved[id] = protocol.ResolvedReason(reason)
 	f.answers = append(f.answers, id+"="+text)
 	f.mu.Unlock()
-	f.note()
 	f.srv.Broadcast(&protocol.ConfirmResolved{ID: id, Approved: true, Kind: protocol.KindAsk, Reason: protocol.ResolvedReason(reason)})
 	return nil
 }
@@ -178,19 +168,14 @@ func (f *fakeFleet) waitPrompt(t *testing.T, want string) {
 
 func (f *fakeFleet) waitFor(t *testing.T, what string, list *[]string, want string) {
 	t.Helper()
-	deadline := time.After(5 * time.Second)
-	for {
+	var got []string
+	if !testwait.Until(testwait.Bound, func() bool {
 		f.mu.Lock()
-		got := slices.Clone(*list)
-		f.mu.Unlock()
-		if slices.Contains(got, want) {
-			return
-		}
-		select {
-		case <-f.changed:
-		case <-deadline:
-			t.Fatalf("%s %q never recorded; have %q", what, want, got)
-		}
+		defer f.mu.Unlock()
+		got = slices.Clone(*list)
+		return slices.Contains(got, want)
+	}) {
+		t.Fatalf("%s %q never recorded; have %q", what, want, got)
 	}
 }
 
@@ -228,7 +213,7 @@ func startFleet(t *testing.T, home, name, suffix string) *testFleet {
 	if err != nil {
 		t.Fatal(err)
 	}
-	f := &fakeFleet{pending: map[string]*protocol.AskRequest{}, resolved: map[string]protocol.ResolvedReason{}, lost: map[string]bool{}, changed: make(chan struct{}, 1)}
+	f := &fakeFleet{pending: map[string]*protocol.AskRequest{}, resolved: map[string]protocol.ResolvedReason{}, lost: map[string]bool{}}
 	f.srv = controlsock.New(controlsock.Config{Token: token, Backend: f, Welcome: protocol.Welcome{SessionID: "s-" + suffix, Cwd: home}})
 	ln, err := controlsock.Listen(registry.SocketPath(home, id))
 	if err != nil {
@@ -279,20 +264,15 @@ func writeStale(t *testing.T, home string) string {
 
 // cmdOutput is a concurrency-safe writer the test can wait on.
 type cmdOutput struct {
-	mu      sync.Mutex
-	buf     bytes.Buffer
-	changed chan struct{}
+	mu  sync.Mutex
+	buf bytes.Buffer
 }
 
-func newCmdOutput() *cmdOutput { return &cmdOutput{changed: make(chan struct{}, 1)} }
+func newCmdOutput() *cmdOutput { return &cmdOutput{} }
 
 func (o *cmdOutput) Write(p []byte) (int, error) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	select {
-	case o.changed <- struct{}{}:
-	default:
-	}
 	return o.buf.Write(p)
 }
 
@@ -304,13 +284,8 @@ func (o *cmdOutput) String() string {
 
 func (o *cmdOutput) waitFor(t *testing.T, s string) {
 	t.Helper()
-	deadline := time.After(5 * time.Second)
-	for !strings.Contains(o.String(), s) {
-		select {
-		case <-o.changed:
-		case <-deadline:
-			t.Fatalf("output never contained %q:\n%s", s, o.String())
-		}
+	if !testwait.Until(testwait.Bound, func() bool { return strings.Contains(o.String(), s) }) {
+		t.Fatalf("output never contained %q:\n%s", s, o.String())
 	}
 }
 

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agents-fleet/fleet/internal/testwait"
 	"github.com/agents-fleet/fleet/protocol"
 )
 
@@ -152,11 +153,7 @@ func TestEventsHubHistoryCounts(t *testing.T) {
 	// --live leaves the history out.
 	clients := func(n int) {
 		t.Helper()
-		for deadline := time.Now().Add(10 * time.Second); tf.srv.Stats().Clients != n; time.Sleep(5 * time.Millisecond) {
-			if time.Now().After(deadline) {
-				t.Fatalf("the fleet never had %d clients", n)
-			}
-		}
+		testwait.For(t, testwait.Bound, fmt.Sprintf("the fleet to have %d clients", n), func() bool { return tf.srv.Stats().Clients == n })
 	}
 	clients(0) // the commands above have gone
 	r := startCmd(t, newEventsCmd(), nil, "--live", "--type", "hubEvent", "--count", "1")

@@ -17,6 +17,7 @@ import (
 
 	"github.com/agents-fleet/fleet/client"
 	"github.com/agents-fleet/fleet/controlsock"
+	"github.com/agents-fleet/fleet/internal/testwait"
 	"github.com/agents-fleet/fleet/protocol"
 )
 
@@ -29,14 +30,6 @@ type fakeFleet struct {
 	prompts []string
 	answers []string
 	pending map[string]*protocol.AskRequest // nil value: a confirm
-	changed chan struct{}
-}
-
-func (f *fakeFleet) note() {
-	select {
-	case f.changed <- struct{}{}:
-	default:
-	}
 }
 
 func (f *fakeFleet) Prompt(m *protocol.UserMessage) {
@@ -44,7 +37,6 @@ func (f *fakeFleet) Prompt(m *protocol.UserMessage) {
 	f.mu.Lock()
 	f.prompts = append(f.prompts, m.Source+": "+m.Text)
 	f.mu.Unlock()
-	f.note()
 }
 
 func (f *fakeFleet) AnswerConfirm(id string, approve bool, reason string) error {
@@ -57,7 +49,6 @@ func (f *fakeFleet) AnswerConfirm(id string, approve bool, reason string) error 
 	delete(f.pending, id)
 	f.answers = append(f.answers, fmt.Sprintf("%s=%v", id, approve))
 	f.mu.Unlock()
-	f.note()
 	f.srv.Broadcast(&protocol.ConfirmResolved{ID: id, Approved: approve, Kind: protocol.KindConfirm, Reason: protocol.ResolvedReason(reason)})
 	return nil
 }
@@ -82,7 +73,6 @@ func (f *fakeFleet) AnswerAsk(id, text, reason string) error {
 	delete(f.pending, id)
 	f.answers = append(f.answers, id+"="+text)
 	f.mu.Unlock()
-	f.note()
 	f.srv.Broadcast(&protocol.ConfirmResolved{ID: id, Approved: true, Kind: protocol.KindAsk, Reason: protocol.ResolvedReason(reason)})
 	return nil
 }
@@ -112,19 +102,14 @@ func (f *fakeFleet) ask(id, question string, choices ...string) {
 // waitRecorded waits until get returns a list containing want.
 func (f *fakeFleet) waitRecorded(t *testing.T, what string, get func() []string, want string) {
 	t.Helper()
-	deadline := time.After(5 * time.Second)
-	for {
+	var got []string
+	if !testwait.Until(testwait.Bound, func() bool {
 		f.mu.Lock()
-		got := slices.Clone(get())
-		f.mu.Unlock()
-		if slices.Contains(got, want) {
-			return
-		}
-		select {
-		case <-f.changed:
-		case <-deadline:
-			t.Fatalf("%s: %q never recorded; have %q", what, want, got)
-		}
+		defer f.mu.Unlock()
+		got = slices.Clone(get())
+		return slices.Contains(got, want)
+	}) {
+		t.Fatalf("%s: %q never recorded; have %q", what, want, got)
 	}
 }
 
@@ -140,7 +125,7 @@ func startFleet(t *testing.T) *testFleet {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { os.RemoveAll(dir) })
-	f := &fakeFleet{pending: map[string]*protocol.AskRequest{}, changed: make(chan struct{}, 1)}
+	f := &fakeFleet{pending: map[string]*protocol.AskRequest{}}
 	tf := &testFleet{fakeFleet: f, path: filepath.Join(dir, "f.sock"), token: "secret-token"}
 	f.srv = controlsock.New(controlsock.Config{Token: tf.token, Backend: f, Welcome: protocol.Welcome{SessionID: "s1"}})
 	ln, err := controlsock.Listen(tf.path)
@@ -172,20 +157,15 @@ func (tf *testFleet) dial(t *testing.T, kind protocol.ClientKind, name string) *
 
 // output is an io.Writer the test can wait on.
 type output struct {
-	mu      sync.Mutex
-	buf     bytes.Buffer
-	changed chan struct{}
+	mu  sync.Mutex
+	buf bytes.Buffer
 }
 
-func newOutput() *output { return &output{changed: make(chan struct{}, 1)} }
+func newOutput() *output { return &output{} }
 
 func (o *output) Write(p []byte) (int, error) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	select {
-	case o.changed <- struct{}{}:
-	default:
-	}
 	return o.buf.Write(p)
 }
 
@@ -198,13 +178,8 @@ func (o *output) String() string {
 // waitFor waits until the output contains s.
 func (o *output) waitFor(t *testing.T, s string) {
 	t.Helper()
-	deadline := time.After(5 * time.Second)
-	for !strings.Contains(o.String(), s) {
-		select {
-		case <-o.changed:
-		case <-deadline:
-			t.Fatalf("output never contained %q:\n%s", s, o.String())
-		}
+	if !testwait.Until(testwait.Bound, func() bool { return strings.Contains(o.String(), s) }) {
+		t.Fatalf("output never contained %q:\n%s", s, o.String())
 	}
 }
 

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agents-fleet/fleet/internal/testwait"
 	"github.com/agents-fleet/fleet/protocol"
 )
 
@@ -161,12 +162,8 @@ func TestProgressIsSeenPerChunkOfABacklog(t *testing.T) {
 	}
 	// The fleet sees that progress: all but the socket buffer and one
 	// chunk of what the client took is off its backlog.
-	deadline := time.Now().Add(30 * time.Second)
-	for backlog() > total-(1<<20)+(256<<10) {
-		if time.Now().After(deadline) {
-			t.Fatalf("the client took %d bytes of a %d-byte backlog; the fleet still counts %d bytes as unwritten", took, total, backlog())
-		}
-		time.Sleep(5 * time.Millisecond)
+	if !testwait.Until(testwait.Bound, func() bool { return backlog() <= total-(1<<20)+(256<<10) }) {
+		t.Fatalf("the client took %d bytes of a %d-byte backlog; the fleet still counts %d bytes as unwritten", took, total, backlog())
 	}
 	for next < batches*perBatch {
 		f, err := slow.r.ReadFrame()

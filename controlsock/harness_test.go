@@ -227,18 +227,6 @@ func mustJSON(m protocol.Message) string {
 	return m.MessageType() + " " + string(b)
 }
 
-// waitFor polls cond (the server's state changes asynchronously).
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-}
-
 func netPipe() (net.Conn, net.Conn) { return net.Pipe() }
 
 // dialAndAttach is attach for use off the test goroutine: it returns errors.

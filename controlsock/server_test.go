@@ -17,6 +17,7 @@ import (
 
 	"go.uber.org/goleak"
 
+	"github.com/agents-fleet/fleet/internal/testwait"
 	"github.com/agents-fleet/fleet/protocol"
 )
 
@@ -251,7 +252,7 @@ func TestPromptEchoedToAllWithRequestID(t *testing.T) {
 	if um.Source != "other" || um.RequestID != "" {
 		t.Fatalf("source falls back to clientKind: %+v", um)
 	}
-	waitFor(t, "prompts routed", func() bool {
+	testwait.For(t, testwait.Bound, "prompts routed", func() bool {
 		h.be.mu.Lock()
 		defer h.be.mu.Unlock()
 		return len(h.be.prompts) == 2
@@ -327,7 +328,7 @@ func TestOversizedFrameClosesConnection(t *testing.T) {
 		t.Fatal(msg)
 	}
 	c.expectClosed()
-	waitFor(t, "client removed", func() bool { return h.srv.Stats().Clients == 0 })
+	testwait.For(t, testwait.Bound, "client removed", func() bool { return h.srv.Stats().Clients == 0 })
 	if h.srv.Stats().FramesTooLarge != 1 {
 		t.Fatal("not counted")
 	}
@@ -380,7 +381,7 @@ func TestAbruptDisconnectMidFrame(t *testing.T) {
 	other, _ := h.attach("other")
 	c.conn.Write([]byte(`{"type":"prompt","te`))
 	c.conn.Close()
-	waitFor(t, "client removed", func() bool { return h.srv.Stats().Clients == 1 })
+	testwait.For(t, testwait.Bound, "client removed", func() bool { return h.srv.Stats().Clients == 1 })
 	h.srv.Broadcast(&protocol.Reply{Text: "still here"})
 	if other.nextOf(protocol.TypeReply).(*protocol.Reply).Text != "still here" {
 		t.Fatal("other client lost")
@@ -413,14 +414,14 @@ func TestSlowConsumerEvictedByQueueBytes(t *testing.T) {
 		if i%1000 == 999 {
 			// A healthy consumer keeps up with a worker's pace; the stalled
 			// one falls further behind with every batch.
-			waitFor(t, "fast client to catch up", func() bool { return got.Load() > int64(i)-500 })
+			testwait.For(t, testwait.Bound, "fast client to catch up", func() bool { return got.Load() > int64(i)-500 })
 		}
 	}
 	<-recv
 	if got.Load() != n {
 		t.Fatalf("healthy client got %d of %d frames", got.Load(), n)
 	}
-	waitFor(t, "stalled client evicted", func() bool { return h.srv.Stats().SlowQueue == 1 })
+	testwait.For(t, testwait.Bound, "stalled client evicted", func() bool { return h.srv.Stats().SlowQueue == 1 })
 	if h.srv.Stats().SlowDeadline != 0 {
 		t.Fatal("wrong trigger counted")
 	}
@@ -435,7 +436,7 @@ func TestSlowConsumerEvictedByWriteDeadline(t *testing.T) {
 	for range 20000 {
 		h.srv.Broadcast(&protocol.Transcript{Role: protocol.RoleTool, Text: text, Agent: "w1"})
 	}
-	waitFor(t, "deadline eviction", func() bool { return h.srv.Stats().SlowDeadline == 1 })
+	testwait.For(t, testwait.Bound, "deadline eviction", func() bool { return h.srv.Stats().SlowDeadline == 1 })
 	if h.srv.Stats().SlowQueue != 0 {
 		t.Fatal("wrong trigger counted")
 	}

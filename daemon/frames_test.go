@@ -15,6 +15,7 @@ import (
 
 	"github.com/agents-fleet/fleet/client"
 	"github.com/agents-fleet/fleet/config"
+	"github.com/agents-fleet/fleet/internal/testwait"
 	"github.com/agents-fleet/fleet/protocol"
 	"github.com/agents-fleet/fleet/registry"
 )
@@ -63,22 +64,19 @@ func startInProcess(tb testing.TB, with ...func(*Options)) *inProcessFleet {
 		}
 	}
 	tb.Cleanup(stop)
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		entries, _ := registry.Live(config.RegistryDir(home))
-		if len(entries) == 1 {
-			return &inProcessFleet{home: home, desc: entries[0].Descriptor, stop: stop}
+	var live []registry.Entry
+	testwait.For(tb, testwait.Bound, "the fleet to register", func() bool {
+		if live, _ = registry.Live(config.RegistryDir(home)); len(live) == 1 {
+			return true
 		}
 		select {
 		case err := <-done:
 			tb.Fatalf("the fleet exited: %v", err)
 		default:
 		}
-		if time.Now().After(deadline) {
-			tb.Fatal("the fleet did not register in 30 s")
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+		return false
+	})
+	return &inProcessFleet{home: home, desc: live[0].Descriptor, stop: stop}
 }
 
 type syncWriter struct {

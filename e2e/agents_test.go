@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/agents-fleet/fleet/internal/modelmock"
+	"github.com/agents-fleet/fleet/internal/testwait"
 	"github.com/agents-fleet/fleet/protocol"
 )
 
@@ -85,20 +86,7 @@ func newAgentEnv(t *testing.T, name string, script modelmock.Script, limits ...m
 // waitLong is waitFor with a bound fit for real CLIs on a loaded machine.
 func (s *stream) waitLong(what string, pred func(protocol.Message) bool) protocol.Message {
 	s.t.Helper()
-	timeout := time.After(3 * time.Minute)
-	for {
-		select {
-		case f, ok := <-s.frames:
-			if !ok {
-				s.t.Fatalf("connection closed while waiting for %s", what)
-			}
-			if pred(f.m) {
-				return f.m
-			}
-		case <-timeout:
-			s.t.Fatalf("timed out waiting for %s", what)
-		}
-	}
+	return s.waitWithin(3*time.Minute, what, pred)
 }
 
 // coordinatorScript: the coordinator spawns two workers through the
@@ -463,14 +451,10 @@ func TestClaudeKill9ThenResumeContinuesTheCoordinator(t *testing.T) {
 	}
 
 	d2 := ae.start("--control-socket", "--provider", "claude", "--resume", session)
-	deadline = time.Now().Add(time.Minute)
-	for len(markedProcesses(session)) > 0 {
-		// The new fleet's own processes carry the session too, but it
-		// runs none until a prompt arrives.
-		if time.Now().After(deadline) {
-			t.Fatalf("processes %v of the killed fleet still run after the resume", markedProcesses(session))
-		}
-		time.Sleep(50 * time.Millisecond)
+	// The new fleet's own processes carry the session too, but it runs
+	// none until a prompt arrives.
+	if !testwait.Until(time.Minute, func() bool { return len(markedProcesses(session)) == 0 }) {
+		t.Fatalf("processes %v of the killed fleet still run after the resume", markedProcesses(session))
 	}
 	s2 := watch(t, d2.dial(protocol.ClientOther, "w2"))
 	c2 := d2.dial(protocol.ClientOther, "op2")
@@ -716,11 +700,7 @@ func TestClaudeNativeSessionApprovesToolRequests(t *testing.T) {
 			c.Send(&protocol.Prompt{Text: "/spawn pusher: push it"})
 			var root string
 			var rev float64
-			deadline := time.Now().Add(3 * time.Minute)
-			for root == "" {
-				if time.Now().After(deadline) {
-					t.Fatal("the tool request never reached the native root")
-				}
+			testwait.For(t, 3*time.Minute, "the tool request to reach the native root", func() bool {
 				st, _ := ae.rootJSON("status")
 				r, _ := st["root"].(map[string]any)
 				tasks, _ := r["tasks"].([]any)
@@ -729,8 +709,8 @@ func TestClaudeNativeSessionApprovesToolRequests(t *testing.T) {
 						root, rev = r["id"].(string), r["revision"].(float64)
 					}
 				}
-				time.Sleep(50 * time.Millisecond)
-			}
+				return root != ""
+			})
 			res, code := ae.rootJSON(verdict, root, "--task", "t1.p1", "--rationale", "reviewed the push",
 				"--revision", strconv.Itoa(int(rev)), "--operation-id", "op-"+verdict)
 			if code != 0 || res["kind"] != "receipt" {

@@ -11,6 +11,7 @@ import (
 
 	"github.com/agents-fleet/fleet/client"
 	"github.com/agents-fleet/fleet/internal/modelmock"
+	"github.com/agents-fleet/fleet/internal/testwait"
 	"github.com/agents-fleet/fleet/protocol"
 )
 
@@ -209,11 +210,7 @@ func TestClaudeNativeTokenBudgetHold(t *testing.T) {
 	})
 	var root, hash string
 	var rev float64
-	deadline := time.Now().Add(time.Minute)
-	for hash == "" {
-		if time.Now().After(deadline) {
-			t.Fatal("no budget hold in fleet root status")
-		}
+	testwait.For(t, time.Minute, "a budget hold in fleet root status", func() bool {
 		st, _ := ae.rootJSON("status")
 		r, _ := st["root"].(map[string]any)
 		holds, _ := r["holds"].([]any)
@@ -223,10 +220,8 @@ func TestClaudeNativeTokenBudgetHold(t *testing.T) {
 				root, rev, hash = r["id"].(string), r["revision"].(float64), h["holdHash"].(string)
 			}
 		}
-		if hash == "" {
-			time.Sleep(50 * time.Millisecond)
-		}
-	}
+		return hash != ""
+	})
 	if res, code := ae.rootJSON("release", root, "--hold-hash", hash, "--operation-id", "op-budget", "--revision", strconv.Itoa(int(rev))); code != 0 || res["kind"] != "receipt" {
 		t.Fatalf("release: %d %v", code, res)
 	}

@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/agents-fleet/fleet/internal/testwait"
 )
 
 // The console tests run `fleet console` in a real terminal: a tmux session
@@ -66,11 +68,7 @@ func startConsole(t *testing.T, e *env, w, h int, args ...string) *tmuxConsole {
 			}
 		}
 		exec.Command("tmux", "-S", c.socket, "kill-server").Run()
-		for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
-			if _, err := os.Stat(c.socket); os.IsNotExist(err) {
-				break
-			}
-		}
+		testwait.Until(10*time.Second, func() bool { _, err := os.Stat(c.socket); return os.IsNotExist(err) })
 		os.RemoveAll(dir)
 	})
 	return c
@@ -106,20 +104,17 @@ func (c *tmuxConsole) typeText(s string) {
 // waitScreen waits until the screen satisfies ok and returns it.
 func (c *tmuxConsole) waitScreen(what string, ok func(string) bool) string {
 	c.t.Helper()
-	deadline := time.Now().Add(consoleWait)
-	for {
-		s := c.screen()
-		if ok(s) {
-			return s
-		}
-		if strings.Contains(s, "CONSOLE-EXITED") {
+	var s string
+	if !testwait.Until(consoleWait, func() bool {
+		s = c.screen()
+		if strings.Contains(s, "CONSOLE-EXITED") && !ok(s) {
 			c.t.Fatalf("the console exited while waiting for %s:\n%s", what, s)
 		}
-		if time.Now().After(deadline) {
-			c.t.Fatalf("timed out waiting for %s; the screen:\n%s", what, s)
-		}
-		time.Sleep(50 * time.Millisecond)
+		return ok(s)
+	}) {
+		c.t.Fatalf("timed out waiting for %s; the screen:\n%s", what, s)
 	}
+	return s
 }
 
 // submit types a prompt line and sends it with Enter, which gives the

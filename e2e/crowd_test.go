@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agents-fleet/fleet/internal/testwait"
 	"github.com/agents-fleet/fleet/protocol"
 	"github.com/agents-fleet/fleet/registry"
 )
@@ -180,12 +181,8 @@ func crowd(t *testing.T, limits, wantReason string, n, lines int) {
 	// healthy one is done: wait for its eviction, bounded by the write
 	// deadline the limits set (plus the stall grace before the flood
 	// passes it).
-	deadline := time.Now().Add(2 * time.Minute)
-	for !strings.Contains(d.stderr.String(), wantReason) {
-		if time.Now().After(deadline) {
-			t.Fatalf("stalled client not evicted with %q:\n%s", wantReason, d.stderr)
-		}
-		time.Sleep(20 * time.Millisecond)
+	if !testwait.Until(2*time.Minute, func() bool { return strings.Contains(d.stderr.String(), wantReason) }) {
+		t.Fatalf("stalled client not evicted with %q:\n%s", wantReason, d.stderr)
 	}
 	for _, l := range strings.Split(evictions(d.stderr.String()), "\n") {
 		if strings.Contains(l, "slow consumer evicted") && !strings.Contains(l, "name=stalled ") {

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/agents-fleet/fleet/intel"
+	"github.com/agents-fleet/fleet/internal/testwait"
 )
 
 // experimentJSON is what `fleet experiment run --json` prints, as far as
@@ -222,20 +223,18 @@ func TestExperimentInterrupted(t *testing.T) {
 	go func() { done <- cmd.Wait() }()
 	// Both running samples have started their task (the task says so).
 	var pids []int
-	deadline := time.Now().Add(20 * time.Second)
-	for _, arm := range []string{"a", "b"} {
-		for {
+	if !testwait.Until(testwait.Bound, func() bool {
+		pids = pids[:0]
+		for _, arm := range []string{"a", "b"} {
 			b, err := os.ReadFile(filepath.Join(marks, arm))
 			if pid, perr := strconv.Atoi(strings.TrimSpace(string(b))); err == nil && perr == nil {
 				pids = append(pids, pid)
-				break
 			}
-			if time.Now().After(deadline) {
-				cmd.Process.Kill()
-				t.Fatalf("the samples did not start: %s", stderr.String())
-			}
-			time.Sleep(20 * time.Millisecond)
 		}
+		return len(pids) == 2
+	}) {
+		cmd.Process.Kill()
+		t.Fatalf("the samples did not start: %s", stderr.String())
 	}
 	cmd.Process.Signal(os.Interrupt)
 	select {

@@ -22,6 +22,7 @@ import (
 
 	"github.com/agents-fleet/fleet/cli"
 	"github.com/agents-fleet/fleet/client"
+	"github.com/agents-fleet/fleet/internal/testwait"
 	"github.com/agents-fleet/fleet/protocol"
 	"github.com/agents-fleet/fleet/registry"
 )
@@ -164,14 +165,21 @@ func (e *env) start(args ...string) *daemon {
 			<-d.done
 		}
 	})
+	e.waitRegistered(d)
+	return d
+}
+
+// waitRegistered waits for the descriptor of d's process (which the test
+// started itself) to appear in e's registry, and records it in d.desc.
+func (e *env) waitRegistered(d *daemon) {
+	e.t.Helper()
 	regDir := filepath.Join(e.home, "sockets")
-	deadline := time.Now().Add(15 * time.Second)
-	for {
+	if !testwait.Until(testwait.Bound, func() bool {
 		entries, _ := registry.Live(regDir)
 		for _, en := range entries {
-			if en.PID == cmd.Process.Pid {
+			if en.PID == d.cmd.Process.Pid {
 				d.desc = en.Descriptor
-				return d
+				return true
 			}
 		}
 		select {
@@ -179,10 +187,9 @@ func (e *env) start(args ...string) *daemon {
 			e.t.Fatalf("fleet exited before registering: %v\n%s", d.err, d.stderr)
 		default:
 		}
-		if time.Now().After(deadline) {
-			e.t.Fatalf("no descriptor after 15s\n%s", d.stderr)
-		}
-		time.Sleep(20 * time.Millisecond)
+		return false
+	}) {
+		e.t.Fatalf("no descriptor after %v\n%s", testwait.Bound, d.stderr)
 	}
 }
 
@@ -190,17 +197,15 @@ func (e *env) start(args ...string) *daemon {
 // attached: what it broadcasts from then on reaches that client live.
 func (d *daemon) waitAttached(name string) {
 	d.t.Helper()
-	deadline := time.Now().Add(time.Minute)
-	for {
+	if !testwait.Until(time.Minute, func() bool {
 		for _, l := range strings.Split(d.stderr.String(), "\n") {
 			if strings.Contains(l, `msg="client attached"`) && strings.Contains(l, " name="+name+" ") {
-				return
+				return true
 			}
 		}
-		if time.Now().After(deadline) {
-			d.t.Fatalf("no client %q attached within a minute:\n%s", name, d.stderr)
-		}
-		time.Sleep(20 * time.Millisecond)
+		return false
+	}) {
+		d.t.Fatalf("no client %q attached within a minute:\n%s", name, d.stderr)
 	}
 }
 
@@ -263,7 +268,15 @@ func watch(t *testing.T, c *client.Conn) *stream {
 // waitFor returns the first frame matching pred, failing after 15 s.
 func (s *stream) waitFor(what string, pred func(protocol.Message) bool) protocol.Message {
 	s.t.Helper()
-	timeout := time.After(15 * time.Second)
+	return s.waitWithin(15*time.Second, what, pred)
+}
+
+// waitWithin reads frames until one matches pred and returns it, failing
+// when the connection closes or bound passes first. The frames it read
+// before are consumed.
+func (s *stream) waitWithin(bound time.Duration, what string, pred func(protocol.Message) bool) protocol.Message {
+	s.t.Helper()
+	timeout := time.After(bound)
 	for {
 		select {
 		case f, ok := <-s.frames:
@@ -274,7 +287,7 @@ func (s *stream) waitFor(what string, pred func(protocol.Message) bool) protocol
 				return f.m
 			}
 		case <-timeout:
-			s.t.Fatalf("timed out waiting for %s", what)
+			s.t.Fatalf("timed out after %v waiting for %s", bound, what)
 		}
 	}
 }

@@ -15,6 +15,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/agents-fleet/fleet/internal/testwait"
 	"github.com/agents-fleet/fleet/internal/tgemu"
 	"github.com/agents-fleet/fleet/protocol"
 	"github.com/agents-fleet/fleet/registry"
@@ -98,20 +99,18 @@ func (h *hubEnv) startHub(args ...string) *hubProc {
 			h.t.Logf("hub log:\n%s", p.stderr)
 		}
 	})
-	deadline := time.Now().Add(hubWait)
-	for {
+	if !testwait.Until(hubWait, func() bool {
 		if _, _, code := h.fleet("", "hub", "status"); code == 0 {
-			break
+			return true
 		}
 		select {
 		case <-p.done:
 			h.t.Fatalf("fleet hub exited: %v\n%s", p.err, p.stderr)
 		default:
 		}
-		if time.Now().After(deadline) {
-			h.t.Fatalf("fleet hub status never answered\n%s", p.stderr)
-		}
-		time.Sleep(50 * time.Millisecond)
+		return false
+	}) {
+		h.t.Fatalf("fleet hub status never answered\n%s", p.stderr)
 	}
 	h.hub = p
 	return p
@@ -536,9 +535,9 @@ func TestHubFleetRestartAndEmulatorRestart(t *testing.T) {
 
 	// The Bot API goes away: status says so; it comes back: the hub hears again.
 	h.emu.Stop()
-	deadline := time.Now().Add(hubWait)
-	for {
-		out, _, _ := h.fleet("", "hub", "status", "--json")
+	var out string
+	if !testwait.Until(hubWait, func() bool {
+		out, _, _ = h.fleet("", "hub", "status", "--json")
 		var s struct {
 			Telegram struct {
 				Healthy   bool   `json:"healthy"`
@@ -546,18 +545,14 @@ func TestHubFleetRestartAndEmulatorRestart(t *testing.T) {
 			} `json:"telegram"`
 		}
 		json.Unmarshal([]byte(out), &s)
-		if !s.Telegram.Healthy && s.Telegram.LastError != "" {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("hub status never showed the outage: %s", out)
-		}
-		time.Sleep(100 * time.Millisecond)
+		return !s.Telegram.Healthy && s.Telegram.LastError != ""
+	}) {
+		t.Fatalf("hub status never showed the outage: %s", out)
 	}
 	h.emu.Restart(t)
 	w2 := watch(t, d2.dial(protocol.ClientREPL, "t2"))
 	// The emulator lost its store; a message sent now must still reach the fleet.
-	deadline = time.Now().Add(hubWait)
+	deadline := time.Now().Add(hubWait)
 	for i := 0; ; i++ {
 		if _, err := h.op.SendText(fmt.Sprintf("$ echo back-%d", i)); err == nil {
 			ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
@@ -664,16 +659,13 @@ func TestHubStartRefusals(t *testing.T) {
 	if _, stderr, code := h.fleet("", "hub", "--allowed-chat-id", "42", "--api-base-url", h.emu.URL()); code == 0 || !strings.Contains(stderr, "already running") {
 		t.Errorf("a second hub: exit %d, %q", code, stderr)
 	}
-	deadline := time.Now().Add(hubWait)
-	for {
-		out, _, code := h.fleet("", "hub", "status")
-		if code == 0 && strings.Contains(out, "telegram: healthy") {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("hub status never healthy: exit %d\n%s", code, out)
-		}
-		time.Sleep(100 * time.Millisecond)
+	var out string
+	var code int
+	if !testwait.Until(hubWait, func() bool {
+		out, _, code = h.fleet("", "hub", "status")
+		return code == 0 && strings.Contains(out, "telegram: healthy")
+	}) {
+		t.Fatalf("hub status never healthy: exit %d\n%s", code, out)
 	}
 	// SIGINT stops it cleanly; then no hub runs.
 	h.hub.stop(t, os.Interrupt)
@@ -801,16 +793,9 @@ func TestHubBotAPIFaults(t *testing.T) {
 	}
 	waitStatus := func(what string, ok func(string) bool) {
 		t.Helper()
-		deadline := time.Now().Add(hubWait)
-		for {
-			out, _, _ := h.fleet("", "hub", "status")
-			if ok(out) {
-				return
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("hub status never showed %s:\n%s", what, out)
-			}
-			time.Sleep(100 * time.Millisecond)
+		var out string
+		if !testwait.Until(hubWait, func() bool { out, _, _ = h.fleet("", "hub", "status"); return ok(out) }) {
+			t.Fatalf("hub status never showed %s:\n%s", what, out)
 		}
 	}
 	waitStatus("the conflict", func(s string) bool { return strings.Contains(s, "CONFLICT") && strings.Contains(s, "409") })

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/agents-fleet/fleet/client"
+	"github.com/agents-fleet/fleet/internal/testwait"
 	"github.com/agents-fleet/fleet/protocol"
 )
 
@@ -136,17 +137,16 @@ func TestNativeRootStoryFromTheCLI(t *testing.T) {
 // it is only reached when the condition never comes.
 func (e *env) waitRoot(root, what string, cond func(root map[string]any) bool) map[string]any {
 	e.t.Helper()
-	deadline := time.Now().Add(time.Minute)
-	for {
-		st, code := e.rootJSON("status", root)
-		if r, _ := st["root"].(map[string]any); code == 0 && r != nil && cond(r) {
-			return st
-		}
-		if time.Now().After(deadline) {
-			e.t.Fatalf("waited a minute for %s; the last status: %d %v", what, code, st)
-		}
-		time.Sleep(50 * time.Millisecond)
+	var st map[string]any
+	var code int
+	if !testwait.Until(time.Minute, func() bool {
+		st, code = e.rootJSON("status", root)
+		r, _ := st["root"].(map[string]any)
+		return code == 0 && r != nil && cond(r)
+	}) {
+		e.t.Fatalf("waited a minute for %s; the last status: %d %v", what, code, st)
 	}
+	return st
 }
 
 func TestLegacySessionRefusesNativeRequests(t *testing.T) {
@@ -264,17 +264,14 @@ func TestKill9DuringMutationStorm(t *testing.T) {
 	// Kill after 40 acknowledgements, or after 10 s with at least 10 (a
 	// loaded machine acknowledges slower); give up only after two minutes.
 	start := time.Now()
-	for {
+	var n int
+	if !testwait.Until(2*time.Minute, func() bool {
 		mu.Lock()
-		n := len(acked)
+		n = len(acked)
 		mu.Unlock()
-		if n >= 40 || n >= 10 && time.Since(start) > 10*time.Second {
-			break
-		}
-		if time.Since(start) > 2*time.Minute {
-			t.Fatalf("only %d acknowledged in two minutes", n)
-		}
-		time.Sleep(10 * time.Millisecond)
+		return n >= 40 || n >= 10 && time.Since(start) > 10*time.Second
+	}) {
+		t.Fatalf("only %d acknowledged in two minutes", n)
 	}
 	d.cmd.Process.Signal(syscall.SIGKILL)
 	<-d.done

@@ -23,7 +23,6 @@ import (
 	"github.com/creack/pty"
 
 	"github.com/agents-fleet/fleet/protocol"
-	"github.com/agents-fleet/fleet/registry"
 )
 
 // ptyWait bounds every wait for terminal text or a process exit.
@@ -139,32 +138,6 @@ func (d *daemon) terminate() {
 	case <-time.After(5 * time.Second):
 		d.cmd.Process.Kill()
 		<-d.done
-	}
-}
-
-// waitRegistered waits for the descriptor of d's process (which the test
-// started itself) to appear in e's registry, and records it in d.desc.
-func (e *env) waitRegistered(d *daemon) {
-	e.t.Helper()
-	regDir := filepath.Join(e.home, "sockets")
-	deadline := time.Now().Add(15 * time.Second)
-	for {
-		entries, _ := registry.Live(regDir)
-		for _, en := range entries {
-			if en.PID == d.cmd.Process.Pid {
-				d.desc = en.Descriptor
-				return
-			}
-		}
-		select {
-		case <-d.done:
-			e.t.Fatalf("fleet exited before registering: %v\n%s", d.err, d.stderr)
-		default:
-		}
-		if time.Now().After(deadline) {
-			e.t.Fatalf("no descriptor after 15s\n%s", d.stderr)
-		}
-		time.Sleep(20 * time.Millisecond)
 	}
 }
 

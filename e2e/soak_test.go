@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agents-fleet/fleet/internal/testwait"
 	"github.com/agents-fleet/fleet/protocol"
 	"github.com/agents-fleet/fleet/store"
 )
@@ -84,14 +85,12 @@ func TestKill9Soak(t *testing.T) {
 		})
 		// Kill mid-flood, at a different point each round.
 		want := 500 + 4000*(round%5)
-		for deadline := time.Now().Add(15 * time.Second); time.Now().Before(deadline); time.Sleep(2 * time.Millisecond) {
+		// A slow flood is killed wherever it got to after 15 s.
+		testwait.Until(15*time.Second, func() bool {
 			mu.Lock()
-			n := len(told)
-			mu.Unlock()
-			if n >= want {
-				break
-			}
-		}
+			defer mu.Unlock()
+			return len(told) >= want
+		})
 		d.cmd.Process.Signal(syscall.SIGKILL)
 		<-d.done
 		close(stop)
@@ -138,14 +137,11 @@ func TestCleanShutdownUnderLoad(t *testing.T) {
 		}
 	}()
 	w.Prompt("$ seq 1 2000000")
-	for deadline := time.Now().Add(15 * time.Second); time.Now().Before(deadline); time.Sleep(2 * time.Millisecond) {
+	testwait.For(t, 15*time.Second, "20,000 lines told before the stop", func() bool {
 		mu.Lock()
-		n := len(told)
-		mu.Unlock()
-		if n >= 20000 {
-			break
-		}
-	}
+		defer mu.Unlock()
+		return len(told) >= 20000
+	})
 	start := time.Now()
 	d.stop() // SIGTERM; fails unless the exit is clean
 	t.Logf("shutdown under load took %s", time.Since(start))

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agents-fleet/fleet/internal/testwait"
 	"github.com/agents-fleet/fleet/protocol"
 	"github.com/agents-fleet/fleet/provider"
 )
@@ -146,7 +147,7 @@ func TestWorkerBudget(t *testing.T) {
 		if p.interrupts() != 1 {
 			t.Fatalf("%d interrupts of the turn at the budget", p.interrupts())
 		}
-		waitUntil(t, "w1 idle while it waits", func() bool { return e.workerStatus("w1") == workerIdle })
+		testwait.For(t, testwait.Bound, "w1 idle while it waits", func() bool { return e.workerStatus("w1") == workerIdle })
 		if err := e.AnswerConfirm(cr.ID, approve, "answered"); err != nil {
 			t.Fatal(err)
 		}
@@ -184,10 +185,10 @@ func TestSessionBudget(t *testing.T) {
 	e, rec := newEngine(t, func(c *Config) { c.Provider = p; c.Workers = 4; c.Budgets = Budgets{SessionTokens: 1000} })
 	e.Prompt("test", "/spawn use 300 wait")
 	e.Prompt("test", "/spawn use 300 wait")
-	waitUntil(t, "600 tokens used", func() bool { e.mu.Lock(); defer e.mu.Unlock(); return e.sessionTokens.total() == 600 })
+	testwait.For(t, testwait.Bound, "600 tokens used", func() bool { e.mu.Lock(); defer e.mu.Unlock(); return e.sessionTokens.total() == 600 })
 	e.Prompt("test", "/spawn use 500")
 	cr := rec.waitFor("the session confirm", confirmWith("The session reached its token budget (1,100 of 1,000 tokens). Continue with the budget raised to 2,000?")).(*protocol.ConfirmRequest)
-	waitUntil(t, "w1 and w2 wait", func() bool { return e.workerStatus("w1") == workerIdle && e.workerStatus("w2") == workerIdle })
+	testwait.For(t, testwait.Bound, "w1 and w2 wait", func() bool { return e.workerStatus("w1") == workerIdle && e.workerStatus("w2") == workerIdle })
 	rec.waitFor("t3 done", activity("task.updated", "t3 done"))
 	e.Prompt("test", "/spawn use 1")
 	e.Prompt("test", "/tasks")
@@ -267,7 +268,7 @@ func TestNativeBudgetHold(t *testing.T) {
 		if why := g.holds()["t1.b1"]; !strings.Contains(why, "token budget exhausted (550 of 500 tokens)") {
 			t.Fatalf("holds %v", g.holds())
 		}
-		waitUntil(t, "w1 idle while held", func() bool { return e.workerStatus("w1") == workerIdle })
+		testwait.For(t, testwait.Bound, "w1 idle while held", func() bool { return e.workerStatus("w1") == workerIdle })
 		for _, m := range rec.all() {
 			if isConfirm(m) {
 				t.Fatal("a confirmRequest in a native session")
@@ -287,7 +288,7 @@ func TestNativeBudgetHold(t *testing.T) {
 		if got := p.texts(); len(got) != 2 || got[1] != budgetContinue {
 			t.Fatalf("turns %q", got)
 		}
-		waitUntil(t, "the hold's reservation settled", func() bool {
+		testwait.For(t, testwait.Bound, "the hold's reservation settled", func() bool {
 			g.mu.Lock()
 			defer g.mu.Unlock()
 			for _, s := range g.settled {
@@ -402,7 +403,7 @@ func TestNativeSessionBudgetHold(t *testing.T) {
 		return ok && strings.HasPrefix(r.Text, "The session is held in the native root")
 	})
 	var id string
-	waitUntil(t, "the session's hold", func() bool {
+	testwait.For(t, testwait.Bound, "the session's hold", func() bool {
 		for k, why := range g.holds() {
 			if strings.HasPrefix(k, "budget.") && strings.Contains(why, "session token budget exhausted (550 of 500 tokens)") {
 				id = k
@@ -410,7 +411,7 @@ func TestNativeSessionBudgetHold(t *testing.T) {
 		}
 		return id != ""
 	})
-	waitUntil(t, "w1 idle while held", func() bool { return e.workerStatus("w1") == workerIdle })
+	testwait.For(t, testwait.Bound, "w1 idle while held", func() bool { return e.workerStatus("w1") == workerIdle })
 	g.mu.Lock()
 	delete(g.held, id)
 	g.mu.Unlock()
@@ -427,7 +428,7 @@ func TestFleetStateBudget(t *testing.T) {
 	p := &usageProvider{}
 	e, _ := newEngine(t, func(c *Config) { c.Provider = p; c.Budgets = Budgets{SessionTokens: 1000, WorkerTokens: 400} })
 	e.Prompt("test", "/spawn use 300")
-	waitUntil(t, "300 tokens used", func() bool { e.mu.Lock(); defer e.mu.Unlock(); return e.sessionTokens.total() == 300 })
+	testwait.For(t, testwait.Bound, "300 tokens used", func() bool { e.mu.Lock(); defer e.mu.Unlock(); return e.sessionTokens.total() == 300 })
 	e.mu.Lock()
 	b := e.fleetStateLocked(time.Now()).Budget
 	e.mu.Unlock()

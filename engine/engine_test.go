@@ -4,7 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -13,8 +13,10 @@ import (
 
 	"go.uber.org/goleak"
 
+	"github.com/agents-fleet/fleet/internal/testwait"
 	"github.com/agents-fleet/fleet/protocol"
 	"github.com/agents-fleet/fleet/provider/local"
+	"github.com/agents-fleet/fleet/registry"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -25,14 +27,9 @@ type recorder struct {
 	t    *testing.T
 	mu   sync.Mutex
 	msgs []protocol.Message
-	cond *sync.Cond
 }
 
-func newRecorder(t *testing.T) *recorder {
-	r := &recorder{t: t}
-	r.cond = sync.NewCond(&r.mu)
-	return r
-}
+func newRecorder(t *testing.T) *recorder { return &recorder{t: t} }
 
 func (r *recorder) Broadcast(m protocol.Message) {
 	if _, err := protocol.Encode(m); err != nil {
@@ -40,35 +37,35 @@ func (r *recorder) Broadcast(m protocol.Message) {
 	}
 	r.mu.Lock()
 	r.msgs = append(r.msgs, m)
-	r.cond.Broadcast()
 	r.mu.Unlock()
 }
 
-// waitFor blocks until a message matching pred has been published. The
-// bound (a minute) is reached only when the message never comes, also on a
-// loaded machine under the race detector.
+// waitFor waits until a message matching pred has been published and
+// returns the first one. The bound (a minute) is reached only when the
+// message never comes, also on a loaded machine under the race detector.
 func (r *recorder) waitFor(what string, pred func(protocol.Message) bool) protocol.Message {
 	r.t.Helper()
-	deadline := time.Now().Add(time.Minute)
-	timer := time.AfterFunc(time.Minute, func() { r.mu.Lock(); r.cond.Broadcast(); r.mu.Unlock() })
-	defer timer.Stop()
+	var found protocol.Message
+	if !testwait.Until(time.Minute, func() bool { found = r.first(pred); return found != nil }) {
+		var types []string
+		for _, m := range r.all() {
+			types = append(types, m.MessageType())
+		}
+		r.t.Fatalf("timed out waiting for %s; saw %v", what, types)
+	}
+	return found
+}
+
+// first returns the first message published that matches pred, or nil.
+func (r *recorder) first(pred func(protocol.Message) bool) protocol.Message {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	for {
-		for _, m := range r.msgs {
-			if pred(m) {
-				return m
-			}
+	for _, m := range r.msgs {
+		if pred(m) {
+			return m
 		}
-		if time.Now().After(deadline) {
-			var types []string
-			for _, m := range r.msgs {
-				types = append(types, m.MessageType())
-			}
-			r.t.Fatalf("timed out waiting for %s; saw %v", what, types)
-		}
-		r.cond.Wait()
 	}
+	return nil
 }
 
 func (r *recorder) all() []protocol.Message {
@@ -272,18 +269,33 @@ func TestRequestsExpire(t *testing.T) {
 	}
 }
 
+// TestCancelKillsProcessGroup: cancelling a task kills its whole process
+// group, so a background child of the command does not outlive it. The
+// child's pid is printed; the test waits until that process is gone (on
+// its own it would live five minutes, past the bound).
 func TestCancelKillsProcessGroup(t *testing.T) {
-	dir := t.TempDir()
-	e, rec := newEngine(t, func(c *Config) { c.Cwd = dir })
-	// A background child that would write a file after the cancel.
-	e.Prompt("test", `$ (sleep 1; touch survived) & echo started; sleep 30`)
-	rec.waitFor("started", transcript("started"))
+	e, rec := newEngine(t, nil)
+	e.Prompt("test", `$ sleep 300 & echo "child $!"; sleep 300`)
+	m := rec.waitFor("the child's pid", func(m protocol.Message) bool {
+		tr, ok := m.(*protocol.Transcript)
+		return ok && strings.HasPrefix(tr.Text, "child ")
+	}).(*protocol.Transcript)
+	pid, err := strconv.Atoi(strings.TrimPrefix(m.Text, "child "))
+	if err != nil {
+		t.Fatalf("child pid %q: %v", m.Text, err)
+	}
+	t.Cleanup(func() {
+		if p, err := os.FindProcess(pid); err == nil && t.Failed() && registry.PidAlive(pid) {
+			_ = p.Kill() // the survivor this test found
+		}
+	})
+	// The observation must see the child alive before it can see it gone.
+	if !registry.PidAlive(pid) {
+		t.Fatalf("the background child %d is not running before the cancel", pid)
+	}
 	e.Prompt("test", "/cancel t1")
 	rec.waitFor("failed", activity("failed", "cancelled by the operator"))
-	time.Sleep(1500 * time.Millisecond) // give a survivor the chance to show itself
-	if _, err := os.Stat(filepath.Join(dir, "survived")); err == nil {
-		t.Fatal("a background child outlived the cancelled task")
-	}
+	testwait.For(t, testwait.Bound, fmt.Sprintf("the background child %d to die with its cancelled task", pid), func() bool { return !registry.PidAlive(pid) })
 }
 
 func TestShutdownCancelsPendingRequests(t *testing.T) {

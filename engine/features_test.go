@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/agents-fleet/fleet/history"
+	"github.com/agents-fleet/fleet/internal/testwait"
 	"github.com/agents-fleet/fleet/protocol"
 	"github.com/agents-fleet/fleet/provider"
 	"github.com/agents-fleet/fleet/provider/local"
@@ -412,7 +413,7 @@ func TestTellWhileTheWorkerIsEnding(t *testing.T) {
 		rec.waitFor("t1 settles", activity("task.updated", "t1"))
 		if cancel {
 			rec.waitFor("the dropped follow-up is shown", transcript("Dropped 1 follow-up(s) told while w1 was ending; /tell it again."))
-			waitUntil(t, "w1 settled", func() bool { return e.workerStatus("w1") != workerRunning })
+			testwait.For(t, testwait.Bound, "w1 settled", func() bool { return e.workerStatus("w1") != workerRunning })
 			if got := p.texts(); len(got) != 1 {
 				t.Fatalf("turns after a cancel: %q", got)
 			}

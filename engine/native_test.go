@@ -5,8 +5,8 @@ import (
 	"strings"
 	"sync"
 	"testing"
-	"time"
 
+	"github.com/agents-fleet/fleet/internal/testwait"
 	"github.com/agents-fleet/fleet/protocol"
 	"github.com/agents-fleet/fleet/provider"
 )
@@ -75,17 +75,6 @@ func (g *fakeGovernor) ReportPhase(ctx context.Context, phase string) error {
 }
 func (g *fakeGovernor) set(f func(g *fakeGovernor)) { g.mu.Lock(); f(g); g.mu.Unlock() }
 
-func waitUntil(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-}
-
 func TestNativeRootGovernsDispatch(t *testing.T) {
 	g := newFakeGovernor()
 	g.admit["t1"] = Admission{Wait: "awaiting an approval"}
@@ -118,7 +107,7 @@ func TestNativeRootGovernsDispatch(t *testing.T) {
 
 	// Settlements are recorded, failures included.
 	e.Prompt("test", "$ exit 4")
-	waitUntil(t, "settlements", func() bool {
+	testwait.For(t, testwait.Bound, "settlements", func() bool {
 		g.mu.Lock()
 		defer g.mu.Unlock()
 		return len(g.settled) == 3
@@ -146,7 +135,7 @@ func TestNativeStopIntentStopsRunningWork(t *testing.T) {
 	g.set(func(g *fakeGovernor) { g.intent = intentStop; g.admit["t2"] = Admission{Wait: "root intent stop"} })
 	e.GovernorChanged()
 	rec.waitFor("stopped", activity("failed", "stop intent of the native root"))
-	waitUntil(t, "phase stopped", func() bool {
+	testwait.For(t, testwait.Bound, "phase stopped", func() bool {
 		g.mu.Lock()
 		defer g.mu.Unlock()
 		return len(g.phases) > 0 && g.phases[len(g.phases)-1] == phaseStopped
@@ -155,7 +144,7 @@ func TestNativeStopIntentStopsRunningWork(t *testing.T) {
 	e.Prompt("test", "/plan on")
 	e.Prompt("test", "$ echo later")
 	e.Prompt("test", "/go")
-	waitUntil(t, "released", func() bool {
+	testwait.For(t, testwait.Bound, "released", func() bool {
 		g.mu.Lock()
 		defer g.mu.Unlock()
 		return strings.Join(g.released, ",") == "t2"

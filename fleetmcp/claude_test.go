@@ -137,7 +137,7 @@ func TestClaudeCallsFleetTools(t *testing.T) {
 		t.Errorf("confirm result: %v", toolResults[3])
 	}
 
-	calls, _, _ := f.snapshot()
+	calls, _ := f.snapshot()
 	var methods []string
 	for _, c := range calls {
 		methods = append(methods, c.Method)

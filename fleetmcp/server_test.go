@@ -19,6 +19,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"go.uber.org/goleak"
 
+	"github.com/agents-fleet/fleet/internal/testwait"
 	"github.com/agents-fleet/fleet/provider"
 )
 
@@ -42,11 +43,10 @@ type call struct {
 // fakeFleet records every call. AskOperator and ConfirmOperator block until
 // ctx ends when block is set.
 type fakeFleet struct {
-	mu      sync.Mutex
-	calls   []call
-	changed chan struct{} // closed and replaced on every change
-	block   bool
-	ended   []error // ctx.Err() of blocked calls, when they ended
+	mu    sync.Mutex
+	calls []call
+	block bool
+	ended []error // ctx.Err() of blocked calls, when they ended
 
 	workers []WorkerInfo
 	tasks   []TaskInfo
@@ -57,7 +57,6 @@ type fakeFleet struct {
 
 func newFake() *fakeFleet {
 	return &fakeFleet{
-		changed: make(chan struct{}),
 		workers: []WorkerInfo{{ID: "w1", Status: "running", TaskID: "t1", Task: "fix the parser", Provider: "claude", Model: "opus", Branch: "fleet/w1", InputTokens: 120, OutputTokens: 30, LastActivity: "edited parse.go"}},
 		tasks:   []TaskInfo{{ID: "t1", Status: "running", Worker: "w1", Text: "fix the parser"}},
 		output:  map[string][]string{"w1": {"one", "two", "three"}},
@@ -70,36 +69,30 @@ func (f *fakeFleet) record(c call) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.calls = append(f.calls, c)
-	close(f.changed)
-	f.changed = make(chan struct{})
 }
 
-func (f *fakeFleet) snapshot() ([]call, []error, <-chan struct{}) {
+func (f *fakeFleet) snapshot() ([]call, []error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	return slices.Clone(f.calls), slices.Clone(f.ended), f.changed
+	return slices.Clone(f.calls), slices.Clone(f.ended)
 }
 
 // waitFor waits until cond holds over the recorded calls and ended errors.
 func (f *fakeFleet) waitFor(t *testing.T, what string, cond func([]call, []error) bool) {
 	t.Helper()
-	deadline := time.After(waitTimeout)
-	for {
-		calls, ended, changed := f.snapshot()
-		if cond(calls, ended) {
-			return
-		}
-		select {
-		case <-changed:
-		case <-deadline:
-			t.Fatalf("timed out waiting for %s; calls: %+v", what, calls)
-		}
+	var calls []call
+	if !testwait.Until(waitTimeout, func() bool {
+		var ended []error
+		calls, ended = f.snapshot()
+		return cond(calls, ended)
+	}) {
+		t.Fatalf("timed out waiting for %s; calls: %+v", what, calls)
 	}
 }
 
 func (f *fakeFleet) lastCall(t *testing.T) call {
 	t.Helper()
-	calls, _, _ := f.snapshot()
+	calls, _ := f.snapshot()
 	if len(calls) == 0 {
 		t.Fatal("Fleet was not called")
 	}
@@ -107,7 +100,7 @@ func (f *fakeFleet) lastCall(t *testing.T) call {
 }
 
 func (f *fakeFleet) numCalls() int {
-	calls, _, _ := f.snapshot()
+	calls, _ := f.snapshot()
 	return len(calls)
 }
 
@@ -128,8 +121,6 @@ func (f *fakeFleet) wait(ctx context.Context) error {
 	<-ctx.Done()
 	f.mu.Lock()
 	f.ended = append(f.ended, ctx.Err())
-	close(f.changed)
-	f.changed = make(chan struct{})
 	f.mu.Unlock()
 	return provider.ErrNoAnswer
 }
@@ -774,7 +765,7 @@ func TestCloseCancelsABlockedAsk(t *testing.T) {
 	case <-time.After(waitTimeout):
 		t.Fatal("Close did not return while an ask was blocked")
 	}
-	if _, ended, _ := f.snapshot(); len(ended) != 1 || !errors.Is(ended[0], context.Canceled) {
+	if _, ended := f.snapshot(); len(ended) != 1 || !errors.Is(ended[0], context.Canceled) {
 		t.Errorf("the blocked ask's ctx: %v", ended)
 	}
 	// The error result usually reaches the client before its session is
@@ -866,7 +857,7 @@ func TestConcurrentAgents(t *testing.T) {
 	for err := range errs {
 		t.Error(err)
 	}
-	recorded, _, _ := f.snapshot()
+	recorded, _ := f.snapshot()
 	for _, c := range recorded {
 		if want := "w" + strings.Split(c.Text, "/")[0]; c.Caller != want {
 			t.Errorf("text %q came as %q", c.Text, c.Caller)

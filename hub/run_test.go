@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/agents-fleet/fleet/hub/telegram"
+	"github.com/agents-fleet/fleet/internal/testwait"
 	"github.com/agents-fleet/fleet/registry"
 )
 
@@ -34,18 +35,6 @@ func (b *pollingBot) Poll(ctx context.Context, out chan<- telegram.Update) error
 	}
 }
 
-// waitUntil polls cond every 10 ms for up to 30 s.
-func waitUntil(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-}
-
 // TestRunWholeHub runs the hub with all its goroutines (registry watcher,
 // poller, outbox, status socket, main loop) under the race detector: a
 // command is answered, a forged descriptor is refused, status answers, a
@@ -67,7 +56,7 @@ func TestRunWholeHub(t *testing.T) {
 			t.Errorf("run: %v", err)
 		}
 	}()
-	waitUntil(t, "the status socket", func() bool {
+	testwait.For(t, testwait.Bound, "the status socket", func() bool {
 		_, err := QueryStatus(context.Background(), home)
 		return err == nil
 	})
@@ -76,7 +65,7 @@ func TestRunWholeHub(t *testing.T) {
 	}
 
 	bot.ups <- telegram.Update{Message: &telegram.Message{ID: 1, ChatID: 42, FromID: 7, FromName: "alice", Text: "/help"}}
-	waitUntil(t, "the /help answer", func() bool {
+	testwait.For(t, testwait.Bound, "the /help answer", func() bool {
 		for _, s := range bot.sends() {
 			if strings.Contains(s.text, "fleet hub</b> relays") {
 				return true
@@ -95,7 +84,7 @@ func TestRunWholeHub(t *testing.T) {
 	if _, err := registry.Write(dir, d); err != nil {
 		t.Fatal(err)
 	}
-	waitUntil(t, "the refusal", func() bool {
+	testwait.For(t, testwait.Bound, "the refusal", func() bool {
 		for _, s := range bot.sends() {
 			if strings.Contains(s.text, "Refused a fleet descriptor") && strings.Contains(s.text, "socketPath") {
 				return true

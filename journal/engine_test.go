@@ -24,7 +24,7 @@ import (
 func TestStalledStoreDoesNotFreezeTheEngine(t *testing.T) {
 	st := openStore(t)
 	defer st.Close()
-	pub := newWaitingPublisher()
+	pub := &waitingPublisher{}
 	j := New(st, "s1", pub, nil)
 	defer j.Close()
 	e := engine.New(engine.Config{

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agents-fleet/fleet/internal/testwait"
 	"github.com/agents-fleet/fleet/protocol"
 	"github.com/agents-fleet/fleet/store"
 )
@@ -54,28 +55,19 @@ func stallStore(t *testing.T, st *store.Store) (release func()) {
 // waitingPublisher records what it is handed and lets a test wait for a
 // condition on it.
 type waitingPublisher struct {
-	mu   sync.Mutex
-	cond *sync.Cond
-	got  []protocol.Message
-}
-
-func newWaitingPublisher() *waitingPublisher {
-	p := &waitingPublisher{}
-	p.cond = sync.NewCond(&p.mu)
-	return p
+	mu  sync.Mutex
+	got []protocol.Message
 }
 
 func (p *waitingPublisher) Broadcast(m protocol.Message) {
 	p.mu.Lock()
 	p.got = append(p.got, m)
-	p.cond.Broadcast()
 	p.mu.Unlock()
 }
 
 func (p *waitingPublisher) BroadcastBatch(ms []protocol.Message) {
 	p.mu.Lock()
 	p.got = append(p.got, ms...)
-	p.cond.Broadcast()
 	p.mu.Unlock()
 }
 
@@ -89,16 +81,12 @@ func (p *waitingPublisher) messages() []protocol.Message {
 // after d.
 func (p *waitingPublisher) wait(t *testing.T, d time.Duration, what string, cond func([]protocol.Message) bool) {
 	t.Helper()
-	timer := time.AfterFunc(d, func() { p.mu.Lock(); p.cond.Broadcast(); p.mu.Unlock() })
-	defer timer.Stop()
-	deadline := time.Now().Add(d)
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	for !cond(p.got) {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %v waiting for %s (%d messages forwarded)", d, what, len(p.got))
-		}
-		p.cond.Wait()
+	if !testwait.Until(d, func() bool {
+		p.mu.Lock()
+		defer p.mu.Unlock()
+		return cond(p.got)
+	}) {
+		t.Fatalf("timed out after %v waiting for %s (%d messages forwarded)", d, what, len(p.messages()))
 	}
 }
 
@@ -111,15 +99,6 @@ func notSavedNotice(ms []protocol.Message) bool {
 		}
 	}
 	return false
-}
-
-func waitUntil(t *testing.T, d time.Duration, what string, cond func() bool) {
-	t.Helper()
-	for deadline := time.Now().Add(d); !cond(); time.Sleep(time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %v waiting for %s", d, what)
-		}
-	}
 }
 
 // isSubsequence reports whether sub is sub's elements of all, in order.

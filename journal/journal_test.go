@@ -13,6 +13,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/agents-fleet/fleet/history"
+	"github.com/agents-fleet/fleet/internal/testwait"
 	"github.com/agents-fleet/fleet/protocol"
 	"github.com/agents-fleet/fleet/store"
 )
@@ -159,14 +160,11 @@ func TestSaveFailureSaidOnceBeforeItsEvents(t *testing.T) {
 	for i := range 3 {
 		j.Broadcast(&protocol.Transcript{Role: protocol.RoleTool, Agent: "w1", Text: "unsaved " + string(rune('a'+i)), Ts: 2})
 		// One batch each: wait until this one was forwarded.
-		for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(time.Millisecond) {
+		testwait.For(t, testwait.Bound, fmt.Sprintf("batch %d forwarded", i+1), func() bool {
 			pub.mu.Lock()
-			n := len(pub.got)
-			pub.mu.Unlock()
-			if n >= 3+i || time.Now().After(deadline) {
-				break
-			}
-		}
+			defer pub.mu.Unlock()
+			return len(pub.got) >= 3+i
+		})
 	}
 	j.Close()
 	var texts []string

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/agents-fleet/fleet/history"
+	"github.com/agents-fleet/fleet/internal/testwait"
 	"github.com/agents-fleet/fleet/protocol"
 	"github.com/agents-fleet/fleet/store"
 )
@@ -26,7 +27,7 @@ import (
 func TestStalledStoreNeverBlocks(t *testing.T) {
 	st := openStore(t)
 	defer st.Close()
-	pub := newWaitingPublisher()
+	pub := &waitingPublisher{}
 	lim := limits{queueLen: 256, overLen: 1024, overBytes: 1 << 20, hardLen: 1536, hardBytes: 4 << 20}
 	j := New(st, "s1", pub, nil, withLimits(lim))
 	defer j.Close()
@@ -204,7 +205,7 @@ func TestStalledStoreNeverBlocks(t *testing.T) {
 func TestStalledStoreBatchWaits(t *testing.T) {
 	st := openStore(t)
 	defer st.Close()
-	pub := newWaitingPublisher()
+	pub := &waitingPublisher{}
 	lim := limits{queueLen: 64, overLen: 256, overBytes: 1 << 20, hardLen: 1024, hardBytes: 4 << 20}
 	j := New(st, "s1", pub, nil, withLimits(lim))
 	defer j.Close()
@@ -225,7 +226,7 @@ func TestStalledStoreBatchWaits(t *testing.T) {
 		batches <- n
 	}()
 	// The producer fills the queue to QueueLen and waits there.
-	waitUntil(t, 10*time.Second, "the batch producer to reach the queue bound", func() bool {
+	testwait.For(t, testwait.Bound, "the batch producer to reach the queue bound", func() bool {
 		j.mu.Lock()
 		defer j.mu.Unlock()
 		return j.live+32 > lim.queueLen

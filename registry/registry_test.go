@@ -16,6 +16,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/agents-fleet/fleet/internal/testwait"
 )
 
 // shortHome returns a fresh fleetHome short enough for socket paths under it.
@@ -462,11 +464,7 @@ func TestZombieIsNotAlive(t *testing.T) {
 	}
 	defer cmd.Wait()
 	// Not reaped yet: a zombie once it has exited.
-	deadline := time.Now().Add(5 * time.Second)
-	for PidAlive(cmd.Process.Pid) {
-		if time.Now().After(deadline) {
-			t.Fatal("an exited, unreaped process still counts as alive")
-		}
-		time.Sleep(5 * time.Millisecond)
+	if !testwait.Until(testwait.Bound, func() bool { return !PidAlive(cmd.Process.Pid) }) {
+		t.Fatal("an exited, unreaped process still counts as alive")
 	}
 }

@@ -6,6 +6,8 @@ import (
 	"path/filepath"
 	"testing"
 	"time"
+
+	"github.com/agents-fleet/fleet/internal/testwait"
 )
 
 // TestCheckpointInBackground: commits never checkpoint (autocheckpoint is
@@ -30,7 +32,7 @@ func TestCheckpointInBackground(t *testing.T) {
 		t.Errorf("%d checkpoints before any Append", r)
 	}
 	appendT(t, s, "s1", line("w", "x", 1))
-	waitFor(t, 10*time.Second, func() bool { return s.ck.runs.Load() >= 1 })
+	testwait.For(t, testwait.Bound, "the first checkpoint", func() bool { return s.ck.runs.Load() >= 1 })
 
 	// ~150 MB of lines, back to back: the WAL is checkpointed and
 	// restarted as it goes, so it stays below what was written.
@@ -44,7 +46,7 @@ func TestCheckpointInBackground(t *testing.T) {
 	}
 	// The pause after the stream: the database gets the rest.
 	runs := s.ck.runs.Load()
-	waitFor(t, 10*time.Second, func() bool { return s.ck.runs.Load() > runs })
+	testwait.For(t, testwait.Bound, "the checkpoint after the stream", func() bool { return s.ck.runs.Load() > runs })
 	st, err := os.Stat(path + "-wal")
 	if err != nil {
 		t.Fatal(err)
@@ -72,41 +74,46 @@ func TestCheckpointInBackground(t *testing.T) {
 	}
 }
 
-// TestCheckpointIdle: a Store nobody writes to does not checkpoint.
+// TestCheckpointIdle: a Store nobody writes to does not checkpoint. A round
+// begins only after a commit told the pacer of a write (pacer.wait waits
+// for one first), so what is checked is that creating and loading a
+// session told it of none; then that the first Append does, and its
+// checkpoint follows.
 func TestCheckpointIdle(t *testing.T) {
 	s := openDirectT(t, filepath.Join(t.TempDir(), "fleet.db"))
 	createT(t, s, newSession("s1", 1))
 	loadT(t, s, "s1", Limits{})
-	time.Sleep(ckDefaults.idle + 200*time.Millisecond)
-	if r := s.ck.runs.Load(); r != 0 {
-		t.Errorf("%d checkpoints without an Append", r)
+	if last, r := s.ck.pace.last.Load(), s.ck.runs.Load(); last != 0 || r != 0 {
+		t.Errorf("without an Append: a write told to the checkpointer at %d, %d checkpoints", last, r)
 	}
+	appendT(t, s, "s1", line("w", "x", 1))
+	if s.ck.pace.last.Load() == 0 {
+		t.Error("the Append was not told to the checkpointer")
+	}
+	testwait.For(t, testwait.Bound, "the checkpoint after the first Append", func() bool { return s.ck.runs.Load() >= 1 })
 }
 
 // TestCheckpointWaitsForPause: while commits keep coming closer together
-// than the idle limit, nothing is checkpointed (a burst is not slowed by copying
-// its pages a second time); once they stop, the checkpoint follows.
+// than the idle limit, nothing is checkpointed (a burst is not slowed by
+// copying its pages a second time); once they stop, the checkpoint follows.
+// What is checked holds on a loaded machine too: every round became due
+// at least the idle limit after the last commit before it (a stalled test
+// goroutine is a real pause, and a round in it is right).
 func TestCheckpointWaitsForPause(t *testing.T) {
+	defer func(d ckLimits) { ckDefaults = d }(ckDefaults)
+	ckDefaults.maxAge = time.Hour // only a pause (or a full WAL) makes a round due
 	s := openDirectT(t, filepath.Join(t.TempDir(), "fleet.db"))
 	createT(t, s, newSession("s1", 1))
-	var maxGap time.Duration
-	prev := time.Now()
 	for i := range 40 {
 		appendT(t, s, "s1", line("w", "x", int64(i+1)))
-		now := time.Now()
-		maxGap = max(maxGap, now.Sub(prev))
-		prev = now
-		time.Sleep(5 * time.Millisecond)
+		time.Sleep(5 * time.Millisecond) // the stream's pace, well under the idle limit
 	}
-	// A stalled test goroutine (a loaded machine) is a real pause; only
-	// a stream that kept its pace must not have been checkpointed.
-	if r := s.ck.runs.Load(); r != 0 && maxGap < ckDefaults.idle/2 {
-		t.Errorf("%d checkpoints during a stream with gaps of at most %v", r, maxGap)
-	}
-	stopped := time.Now()
-	waitFor(t, 10*time.Second, func() bool { return s.ck.runs.Load() >= 1 })
-	if d := time.Since(stopped); d < ckDefaults.idle-10*time.Millisecond {
-		t.Errorf("checkpoint %v after the last commit, want at least the idle limit (%v)", d, ckDefaults.idle)
+	// commits is reset when a round begins: one began after the last commit.
+	testwait.For(t, testwait.Bound, "a checkpoint round after the last commit", func() bool {
+		return s.ck.commits.Load() == 0 && s.ck.pace.quietMin.Load() != 0
+	})
+	if q := time.Duration(s.ck.pace.quietMin.Load()); q < ckDefaults.idle {
+		t.Errorf("a checkpoint round became due %v after a commit, want at least the idle limit (%v)", q, ckDefaults.idle)
 	}
 }
 
@@ -139,14 +146,5 @@ func TestCheckpointKeepsUpWithAStream(t *testing.T) {
 	}
 	if s.ck.locked.Load() != 0 {
 		t.Errorf("%d catch-up passes under the write lock for a small WAL", s.ck.locked.Load())
-	}
-}
-
-func waitFor(t *testing.T, d time.Duration, cond func() bool) {
-	t.Helper()
-	for deadline := time.Now().Add(d); !cond(); time.Sleep(10 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatal("condition not met in time")
-		}
 	}
 }

@@ -18,6 +18,12 @@ type pacer struct {
 	dirty        chan struct{} // a write happened (buffer 1)
 	fullc        chan struct{} // a round is due at once (buffer 1)
 	last         atomic.Int64  // time of the last write, UnixNano
+
+	// quietMin is the shortest time without a write that a round became
+	// due after, ns (0 before the first round), whatever made it due: a
+	// round in the middle of a burst shows here. Only wait writes it. For
+	// tests and diagnostics.
+	quietMin atomic.Int64
 }
 
 func newPacer(idle, maxAge time.Duration) pacer {
@@ -60,16 +66,32 @@ func (p *pacer) wait(stop <-chan struct{}) bool {
 			return false
 		case <-idle.C:
 			// Writes since the timer was set push the round back.
-			if d := p.idle - time.Duration(time.Now().UnixNano()-p.last.Load()); d > 0 {
-				idle.Reset(d)
+			q := p.quiet()
+			if q < p.idle {
+				idle.Reset(p.idle - q)
 				continue
 			}
+			p.due(q)
 			return true
 		case <-age.C:
+			p.due(p.quiet())
 			return true
 		case <-p.fullc:
+			p.due(p.quiet())
 			return true
 		}
+	}
+}
+
+// quiet is how long no write has happened.
+func (p *pacer) quiet() time.Duration {
+	return time.Duration(time.Now().UnixNano() - p.last.Load())
+}
+
+// due notes that a round became due after q without a write.
+func (p *pacer) due(q time.Duration) {
+	if m := p.quietMin.Load(); m == 0 || int64(q) < m {
+		p.quietMin.Store(int64(q))
 	}
 }
 

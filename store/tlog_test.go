@@ -9,6 +9,8 @@ import (
 	"slices"
 	"testing"
 	"time"
+
+	"github.com/agents-fleet/fleet/internal/testwait"
 )
 
 // logFiles lists the generation files in the store's transcript log
@@ -34,12 +36,10 @@ func TestLogMovedWhenOutputPauses(t *testing.T) {
 	if got := logFiles(t, s); len(got) != 1 {
 		t.Fatalf("log files %v, want the one generation being written", got)
 	}
-	deadline := time.Now().Add(10 * time.Second)
-	for querySQL(t, s.r, `SELECT coalesce(sum(lines), 0) FROM transcript_agents`) != 50 {
-		if time.Now().After(deadline) {
-			t.Fatalf("lines not moved into SQLite after %v of quiet (%d ingests)", ingestDefaults.idle, s.ing.runs.Load())
-		}
-		time.Sleep(10 * time.Millisecond)
+	if !testwait.Until(testwait.Bound, func() bool {
+		return querySQL(t, s.r, `SELECT coalesce(sum(lines), 0) FROM transcript_agents`) == 50
+	}) {
+		t.Fatalf("lines not moved into SQLite within %v after the writes paused (%d ingests)", testwait.Bound, s.ing.runs.Load())
 	}
 	// Three agents, one chunk each: the 50 batches became one transaction.
 	if c := querySQL(t, s.r, `SELECT count(*) FROM transcript_chunks`); c != 3 {

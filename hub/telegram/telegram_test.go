@@ -19,6 +19,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agents-fleet/fleet/internal/testwait"
 	"github.com/go-telegram/bot"
 	"go.uber.org/goleak"
 )
@@ -144,18 +145,6 @@ func newClient(t *testing.T, baseURL string, logs *syncBuffer, tweak ...func(*Co
 	}
 	t.Cleanup(c.http.CloseIdleConnections)
 	return c
-}
-
-// waitFor polls cond; the bound is generous for a loaded machine.
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
 }
 
 // jsonEqual compares two JSON texts by value.
@@ -499,7 +488,7 @@ func TestPollDeliversInOrder(t *testing.T) {
 			t.Errorf("update %d = %s, want %s", i, dump(got), dump(w))
 		}
 	}
-	waitFor(t, "the poll after the last update", func() bool { return len(u.seen()) >= 4 })
+	testwait.For(t, testwait.Bound, "the poll after the last update", func() bool { return len(u.seen()) >= 4 })
 	if got := u.seen()[:4]; !reflect.DeepEqual(got, []string{"1", "102", "104", "105"}) {
 		t.Errorf("offsets = %v, want [1 102 104 105]", got)
 	}
@@ -576,7 +565,7 @@ func TestPollConflict(t *testing.T) {
 	})
 	c := newClient(t, f.srv.URL, logs)
 	startPoll(t, c, make(chan Update))
-	waitFor(t, "a conflict", func() bool { return c.Health().Conflict })
+	testwait.For(t, testwait.Bound, "a conflict", func() bool { return c.Health().Conflict })
 	h := c.Health()
 	if !strings.Contains(h.LastError, "Conflict: terminated by other getUpdates") || h.Failures == 0 || h.LastErrorAt.IsZero() || h.Polls != 0 {
 		t.Errorf("Health = %+v", h)
@@ -655,7 +644,7 @@ func TestPollAlreadyRunning(t *testing.T) {
 	f := newFake(t, func(call) reply { return ok("[]") })
 	c := newClient(t, f.srv.URL, nil)
 	startPoll(t, c, make(chan Update))
-	waitFor(t, "a poll", func() bool { return c.Health().Polls > 0 })
+	testwait.For(t, testwait.Bound, "a poll", func() bool { return c.Health().Polls > 0 })
 	if err := c.Poll(t.Context(), make(chan Update)); err == nil || errors.Is(err, context.Canceled) {
 		t.Errorf("second Poll = %v, want an error", err)
 	}
@@ -671,20 +660,14 @@ func TestPollServerDownThenUp(t *testing.T) {
 	ln.Close()
 	c := newClient(t, "http://"+addr, nil)
 	startPoll(t, c, make(chan Update))
-	waitFor(t, "a failure", func() bool { return c.Health().Failures > 0 })
+	testwait.For(t, testwait.Bound, "a failure", func() bool { return c.Health().Failures > 0 })
 	if h := c.Health(); h.LastError == "" || !h.LastPoll.IsZero() || h.Polls != 0 {
 		t.Fatalf("while down: %+v", h)
 	}
 
 	// Come up on the same address.
-	for i := 0; ; i++ {
-		if ln, err = net.Listen("tcp", addr); err == nil {
-			break
-		}
-		if i == 100 {
-			t.Fatalf("listen again on %s: %v", addr, err)
-		}
-		time.Sleep(50 * time.Millisecond)
+	if !testwait.Until(testwait.Bound, func() bool { ln, err = net.Listen("tcp", addr); return err == nil }) {
+		t.Fatalf("listen again on %s: %v", addr, err)
 	}
 	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		io.WriteString(w, `{"ok":true,"result":[]}`)
@@ -693,7 +676,7 @@ func TestPollServerDownThenUp(t *testing.T) {
 	srv.Listener = ln
 	srv.Start()
 	t.Cleanup(srv.Close)
-	waitFor(t, "a successful poll", func() bool { return !c.Health().LastPoll.IsZero() })
+	testwait.For(t, testwait.Bound, "a successful poll", func() bool { return !c.Health().LastPoll.IsZero() })
 	if h := c.Health(); h.Failures != 0 || h.Polls == 0 || h.LastError == "" || h.Conflict {
 		t.Errorf("after recovery: %+v (want the old error kept)", h)
 	}
@@ -726,7 +709,7 @@ func TestTokenNeverLeaks(t *testing.T) {
 	errs = append(errs, err)
 	errs = append(errs, c.SetCommands(ctx, nil), c.AnswerCallback(ctx, "1", ""), c.Edit(ctx, 1, 1, "x", nil))
 	startPoll(t, c, make(chan Update))
-	waitFor(t, "a conflict", func() bool { return c.Health().Conflict })
+	testwait.For(t, testwait.Bound, "a conflict", func() bool { return c.Health().Conflict })
 	health := []string{c.Health().LastError}
 
 	// And a server that is gone.
@@ -734,7 +717,7 @@ func TestTokenNeverLeaks(t *testing.T) {
 	_, err = down.Send(ctx, OutMessage{ChatID: 1, Text: "x"})
 	errs = append(errs, err)
 	startPoll(t, down, make(chan Update))
-	waitFor(t, "a failure", func() bool { return down.Health().Failures > 0 })
+	testwait.For(t, testwait.Bound, "a failure", func() bool { return down.Health().Failures > 0 })
 	health = append(health, down.Health().LastError)
 
 	for _, err := range errs {

@@ -18,6 +18,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agents-fleet/fleet/internal/testwait"
 	"go.uber.org/goleak"
 )
 
@@ -69,17 +70,6 @@ func post(t *testing.T, c *http.Client, url string, body any) (*http.Response, [
 		t.Fatalf("POST %s: reading the answer: %v", url, err)
 	}
 	return resp, data
-}
-
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(bound)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("gave up after %s waiting for %s", bound, what)
-		}
-		time.Sleep(2 * time.Millisecond)
-	}
 }
 
 type event struct {
@@ -706,7 +696,7 @@ func TestHangEndsOnClose(t *testing.T) {
 			errs <- err
 		}()
 	}
-	waitFor(t, "both hanging requests to be routed", func() bool {
+	testwait.For(t, bound, "both hanging requests to be routed", func() bool {
 		n := 0
 		for _, q := range s.Requests() {
 			if q.Rule == "hang" {
@@ -771,7 +761,7 @@ func TestDelay(t *testing.T) {
 		}
 		done <- err
 	}()
-	waitFor(t, "the long request to be routed", func() bool {
+	testwait.For(t, bound, "the long request to be routed", func() bool {
 		r := s.Requests()
 		return len(r) == 2 && r[1].Rule == "long"
 	})

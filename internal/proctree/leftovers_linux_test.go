@@ -10,6 +10,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/agents-fleet/fleet/internal/testwait"
 )
 
 // sessionEnv is provider.SessionEnv (proctree does not import provider).
@@ -57,21 +59,13 @@ func TestKillMarkedSession(t *testing.T) {
 	session := fmt.Sprintf("test-%d-%d", os.Getpid(), time.Now().UnixNano())
 	left := startMarked(t, session, "sleep 300 & sleep 300; wait")
 	other := startMarked(t, session+"-other", "sleep 300")
-	deadline := time.Now().Add(30 * time.Second)
-	for len(findMarked(sessionEnv, session)) < 3 && time.Now().Before(deadline) {
-		time.Sleep(10 * time.Millisecond) // sh starts its children
-	}
+	// sh starts its children; KillMarked below says what it found.
+	testwait.Until(testwait.Bound, func() bool { return len(findMarked(sessionEnv, session)) >= 3 })
 	pids := KillMarked(sessionEnv, session)
 	if len(pids) < 3 { // sh and its two sleeps
 		t.Errorf("found %v, want the shell and both sleeps", pids)
 	}
-	deadline = time.Now().Add(30 * time.Second)
-	for groupAlive(left.Process.Pid) {
-		if time.Now().After(deadline) {
-			t.Fatal("the marked process group is still alive")
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	testwait.For(t, testwait.Bound, "the marked process group to die", func() bool { return !groupAlive(left.Process.Pid) })
 	if !groupAlive(other.Process.Pid) {
 		t.Error("the other session's process was killed")
 	}

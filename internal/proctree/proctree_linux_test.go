@@ -8,7 +8,8 @@ import (
 	"os/exec"
 	"strings"
 	"testing"
-	"time"
+
+	"github.com/agents-fleet/fleet/internal/testwait"
 )
 
 // A command that detaches a grandchild into a session of its own (as
@@ -34,33 +35,24 @@ func TestKillEndsDetachedDescendants(t *testing.T) {
 	// that detaches the second sleep is marked too while it lives, so four
 	// can be the shell, the subshell and two sleeps, before the last sleep
 	// starts and after which the subshell exits.
-	deadline := time.Now().Add(30 * time.Second)
 	var pids []int
-	for {
-		var sleeps int
-		var shell bool
-		pids = tr.Alive()
+	var sleeps int
+	var shell bool
+	if !testwait.Until(testwait.Bound, func() bool {
+		pids, sleeps, shell = tr.Alive(), 0, false
 		for _, pid := range pids {
 			comm, _ := os.ReadFile(fmt.Sprintf("/proc/%d/comm", pid))
 			sleeps += btoi(strings.TrimSpace(string(comm)) == "sleep")
 			shell = shell || pid == cmd.Process.Pid
 		}
-		if shell && sleeps == 3 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("want the shell and 3 sleeps marked, found %d (pids %v, shell %v, sleeps %d)", len(pids), pids, shell, sleeps)
-		}
-		time.Sleep(10 * time.Millisecond)
+		return shell && sleeps == 3
+	}) {
+		t.Fatalf("want the shell and 3 sleeps marked, found %d (pids %v, shell %v, sleeps %d)", len(pids), pids, shell, sleeps)
 	}
 	tr.Kill(cmd)
 	_ = cmd.Wait()
-	deadline = time.Now().Add(30 * time.Second)
-	for len(tr.Alive()) > 0 && time.Now().Before(deadline) {
-		time.Sleep(10 * time.Millisecond)
-	}
-	if left := tr.Alive(); len(left) > 0 {
-		t.Fatalf("processes left after Kill: %v", left)
+	if !testwait.Until(testwait.Bound, func() bool { return len(tr.Alive()) == 0 }) {
+		t.Fatalf("processes left after Kill: %v", tr.Alive())
 	}
 }
 
