@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/agents-fleet/fleet/controlsock"
+	"github.com/agents-fleet/fleet/internal/testwait"
 	"github.com/agents-fleet/fleet/protocol"
 	"github.com/agents-fleet/fleet/registry"
 )
@@ -122,18 +123,11 @@ func runApp(t *testing.T, regDir, want string) *app {
 // test at once) and returns when it did.
 func waitModel(t *testing.T, a *app, what string, cond func(m *Model) bool) time.Time {
 	t.Helper()
-	deadline := time.Now().Add(60 * time.Second)
-	for {
-		a.drain()
-		if cond(a.model) {
-			return time.Now()
-		}
-		if time.Now().After(deadline) {
-			a.model.Resize(100, 12)
-			t.Fatalf("timed out waiting for %s; the console shows:\n%s", what, a.model.View())
-		}
-		time.Sleep(5 * time.Millisecond)
+	if !testwait.Until(60*time.Second, func() bool { a.drain(); return cond(a.model) }) {
+		a.model.Resize(100, 12)
+		t.Fatalf("timed out waiting for %s; the console shows:\n%s", what, a.model.View())
 	}
+	return time.Now()
 }
 
 // attachedTo says whether the console shows fleet f attached, in session sid.

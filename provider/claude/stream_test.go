@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agents-fleet/fleet/internal/testwait"
 	"github.com/agents-fleet/fleet/provider"
 	"github.com/agents-fleet/fleet/provider/agentcli"
 	"github.com/agents-fleet/fleet/provider/agentcli/agentclitest"
@@ -81,16 +82,11 @@ func (o *offline) close() {
 }
 
 // written waits until the session wrote n JSON lines to stdin (or 5 s
-// passed) and returns those written.
+// passed: the caller checks what came) and returns those written.
 func (o *offline) written(n int) []map[string]any {
-	deadline := time.Now().Add(5 * time.Second)
-	for {
-		got := o.lines()
-		if len(got) >= n || time.Now().After(deadline) {
-			return got
-		}
-		time.Sleep(5 * time.Millisecond) // the pipe's reader has no signal to wait on
-	}
+	var got []map[string]any
+	testwait.Until(5*time.Second, func() bool { got = o.lines(); return len(got) >= n })
+	return got
 }
 
 func (o *offline) lines() []map[string]any {

@@ -12,6 +12,7 @@ import (
 
 	"github.com/agents-fleet/fleet/internal/modelmock"
 	"github.com/agents-fleet/fleet/internal/proctree"
+	"github.com/agents-fleet/fleet/internal/testwait"
 	"github.com/agents-fleet/fleet/provider"
 	"github.com/agents-fleet/fleet/provider/agentcli/agentclitest"
 )
@@ -57,13 +58,9 @@ func TestInterruptEndsTheRunningCommand(t *testing.T) {
 				}
 				return out
 			}
-			deadline := time.Now().Add(wait)
-			for len(sleeping()) == 0 || (c.ready != nil && !c.ready(r)) {
-				if time.Now().After(deadline) {
-					t.Fatal("sleep 300 never ran with the command mark")
-				}
-				time.Sleep(20 * time.Millisecond)
-			}
+			testwait.For(t, wait, "sleep 300 to run with the command mark", func() bool {
+				return len(sleeping()) > 0 && (c.ready == nil || c.ready(r))
+			})
 
 			ctx, cancel := context.WithTimeout(t.Context(), wait)
 			defer cancel()
@@ -126,13 +123,7 @@ func TestCloseDuringTurn(t *testing.T) {
 	h.WaitFor(t, wait, "the command to start", func(evs []provider.Event, _ []provider.PermissionRequest) bool {
 		return agentclitest.Count[provider.ToolStarted](evs) == 1
 	})
-	deadline := time.Now().Add(wait)
-	for len(proctree.FindMarked(commandEnv, s.mark)) < 2 {
-		if time.Now().After(deadline) {
-			t.Fatal("the command never ran")
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	testwait.For(t, wait, "the command to run", func() bool { return len(proctree.FindMarked(commandEnv, s.mark)) >= 2 })
 	start := time.Now()
 	if err := s.Close(); err != nil {
 		t.Fatal(err)

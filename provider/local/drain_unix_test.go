@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agents-fleet/fleet/internal/testwait"
 	"github.com/agents-fleet/fleet/provider"
 )
 
@@ -31,16 +32,8 @@ type heldHost struct {
 func (h *heldHost) Event(ev provider.Event) {
 	if _, ok := ev.(provider.Output); ok {
 		h.once.Do(func() {
-			deadline := time.Now().Add(time.Minute)
-			for {
-				if _, err := os.Stat(h.ended); err == nil {
-					break
-				}
-				if time.Now().After(deadline) {
-					h.t.Error("the command did not end in a minute")
-					break
-				}
-				time.Sleep(10 * time.Millisecond)
+			if !testwait.Until(time.Minute, func() bool { _, err := os.Stat(h.ended); return err == nil }) {
+				h.t.Error("the command did not end in a minute")
 			}
 			// At least this long: a loaded machine only makes it longer.
 			time.Sleep(5 * drainGrace)

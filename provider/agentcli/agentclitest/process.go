@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agents-fleet/fleet/internal/testwait"
 	"github.com/agents-fleet/fleet/provider"
 	"github.com/agents-fleet/fleet/provider/agentcli"
 )
@@ -43,29 +44,16 @@ func WaitDone(t testing.TB, s interface{ Done() <-chan struct{} }, bound time.Du
 // for what nothing signals (a process in /proc, a file).
 func Eventually(t testing.TB, bound time.Duration, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(bound)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %v waiting for %s", bound, what)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	testwait.For(t, bound, what, cond)
 }
 
 // WaitGone waits until alive reports no process, or fails the test with
 // the command lines of those left.
 func WaitGone(t testing.TB, bound time.Duration, alive func() []int) {
 	t.Helper()
-	deadline := time.Now().Add(bound)
-	for {
-		left := alive()
-		if len(left) == 0 {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("processes still alive after %v: %v (%s)", bound, left, Cmdlines(left))
-		}
-		time.Sleep(50 * time.Millisecond) // polling /proc: there is no signal for another process's exit
+	var left []int
+	if !testwait.Until(bound, func() bool { left = alive(); return len(left) == 0 }) {
+		t.Fatalf("processes still alive after %v: %v (%s)", bound, left, Cmdlines(left))
 	}
 }
 
