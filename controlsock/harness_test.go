@@ -98,6 +98,11 @@ func newHarness(t *testing.T, mod func(*Config)) *harness {
 		Token:   testToken,
 		Backend: be,
 		Welcome: protocol.Welcome{SessionID: "s1", Model: "local", SessionName: "test", Cwd: "/tmp"},
+		// A test client is one goroutine decoding frames under the race
+		// detector on a loaded machine: the default 10 s for a chunk of a
+		// megabyte frame is not a bound it must meet. Tests of eviction
+		// set their own.
+		WriteTimeout: time.Minute,
 	}
 	if mod != nil {
 		mod(&cfg)

@@ -332,7 +332,7 @@ func sleepers(session string) []int {
 // endpoint answering 500 fails the worker in bounded time with the CLI's
 // own error text. The fleet keeps serving.
 func TestClaudeStallAndEndpointErrorFailWorkers(t *testing.T) {
-	ae := newAgentEnv(t, "claude", coordinatorScript(), map[string]any{"agentStallTimeoutMs": 3000})
+	ae := newAgentEnv(t, "claude", coordinatorScript(), map[string]any{"agentStallTimeoutMs": 6000})
 	d := ae.start("--control-socket", "--provider", "claude")
 	s := watch(t, d.dial(protocol.ClientOther, "w"))
 	c := d.dial(protocol.ClientOther, "op")

@@ -108,6 +108,10 @@ func (e *Engine) runTurn(ctx context.Context, h *host, dir, text string) provide
 		if err := e.budgetGate(ctx, h); err != nil {
 			return provider.TurnEnded{ExitCode: -1, Err: err, Interrupted: ctx.Err() != nil}
 		}
+		// The stall clock starts with the turn: a CLI's start-up (bounded
+		// by sessionStartTimeout) is not silence in a turn, and on a loaded
+		// machine it can take longer than the stall timeout.
+		h.touch(nowMs())
 		if err := sess.Send(ctx, provider.Turn{Text: text}); err != nil {
 			return provider.TurnEnded{ExitCode: -1, Err: fmt.Errorf("send the task to %s: %w", prov.Name(), err)}
 		}

@@ -96,7 +96,9 @@ step() {
 for ((run = 1; run <= runs; run++)); do
   step "go test ./..." ./... || break
   if [ "$race" = 1 ]; then
-    step "go test -race (scripts/race-packages.txt)" -race "${racepkgs[@]}" || break
+    # -timeout: the e2e package under the race detector takes 6-10 minutes
+    # here, against go test's default 10-minute bound (as in .ci/run).
+    step "go test -race (scripts/race-packages.txt)" -race -timeout 30m "${racepkgs[@]}" || break
   fi
 done
 cleanup
