@@ -34,6 +34,7 @@ type runOptions struct {
 	cpuProfile    string
 	memProfile    string
 	traceFile     string
+	hostsListen   string
 }
 
 func newRunCmd() *cobra.Command {
@@ -49,7 +50,8 @@ With --control-socket (or AGENTS_FLEET_CONTROL_SOCKET=1, or "controlSocket": tru
 in <fleetHome>/config.json) the session listens on a token-protected Unix
 socket and registers itself so that "fleet ls" finds it and "fleet attach",
 "fleet events" and "fleet send" can talk to it. --hub also marks the fleet
-for the Telegram hub (and implies the socket).
+for the Telegram hub (and implies the socket). With --hosts-listen it also
+listens for worker hosts (fleet hosts, fleet join; docs/hosts.md).
 
 In a terminal, run is an interactive console of its own; with --headless, or
 when stdin is not a terminal, it runs without one until SIGINT or SIGTERM.
@@ -80,6 +82,7 @@ On shutdown running tasks are stopped, pending questions resolve as
 	f.IntVar(&o.workers, "workers", config.DefaultWorkers, "how many tasks run at once")
 	f.StringVar(&o.name, "name", "", "session name (default: the directory's name)")
 	f.StringVar(&o.resume, "resume", "", "resume a saved session")
+	f.StringVar(&o.hostsListen, "hosts-listen", "", "listen for worker hosts on HOST:PORT (TLS; docs/hosts.md); default hosts.listen in config.json, else none")
 	f.BoolVar(&o.headless, "headless", false, "run without the terminal console (implied when stdin is not a terminal)")
 	f.DurationVar(&o.statusEvery, "status-interval", time.Second, "how often status and fleetState are sent when something changed")
 	f.DurationVar(&o.requestTTL, "request-ttl", 30*time.Minute, "how long a confirm or ask waits before it expires")
@@ -163,6 +166,9 @@ func runFleet(cmd *cobra.Command, o runOptions, prompt string) error {
 	}
 	if flags.Changed("name") {
 		fl.Name = &o.name
+	}
+	if flags.Changed("hosts-listen") {
+		fl.HostsListen = &o.hostsListen
 	}
 	sw, err := config.Resolve(fl, file, nil)
 	if err != nil {

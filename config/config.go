@@ -10,11 +10,13 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"net"
 	"os"
 	"path/filepath"
 	"reflect"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -108,6 +110,59 @@ type File struct {
 	Prices map[string]Price `json:"prices,omitempty"`
 	// Console configures fleet console (docs/console.md).
 	Console Console `json:"console,omitzero"`
+	// Hosts configures worker hosts (docs/hosts.md).
+	Hosts Hosts `json:"hosts,omitzero"`
+}
+
+// Hosts is the "hosts" object of config.json (docs/hosts.md).
+type Hosts struct {
+	// Listen is the host:port the fleet listens on for hosts (its hub);
+	// absent, it listens for none. --hosts-listen wins.
+	Listen string `json:"listen,omitempty"`
+	// Advertise is the host:port hosts dial, written into join files;
+	// absent, Listen when it names one address.
+	Advertise string `json:"advertise,omitempty"`
+	// LeaseMs: a host not heard from for this long is lost; default 15000.
+	LeaseMs *int `json:"leaseMs,omitempty"`
+}
+
+// HostsLease is how long a host may go unheard before it is lost.
+func (f File) HostsLease() time.Duration {
+	ms := DefaultHostsLeaseMs
+	if f.Hosts.LeaseMs != nil {
+		ms = *f.Hosts.LeaseMs
+	}
+	return time.Duration(ms) * time.Millisecond
+}
+
+// DefaultHostsLeaseMs is hosts.leaseMs's default.
+const DefaultHostsLeaseMs = 15000
+
+// CheckHostsListen checks an address the fleet listens on for hosts:
+// host:port with a port from 1 to 65535; the host may be empty or a
+// wildcard (every address).
+func CheckHostsListen(addr string) error {
+	_, p, err := net.SplitHostPort(addr)
+	if err != nil {
+		return fmt.Errorf("%q is not host:port", addr)
+	}
+	if n, err := strconv.Atoi(p); err != nil || n < 1 || n > 65535 {
+		return fmt.Errorf("%q: the port must be 1-65535", addr)
+	}
+	return nil
+}
+
+// CheckHostsAdvertise checks an address hosts dial: host:port, the host
+// neither empty nor a wildcard.
+func CheckHostsAdvertise(addr string) error {
+	if err := CheckHostsListen(addr); err != nil {
+		return err
+	}
+	h, _, _ := net.SplitHostPort(addr)
+	if ip := net.ParseIP(h); h == "" || ip != nil && ip.IsUnspecified() {
+		return fmt.Errorf("%q: hosts need an address they can dial, not a wildcard", addr)
+	}
+	return nil
 }
 
 // Console is the "console" object of config.json.
@@ -414,6 +469,19 @@ func (f File) validate() error {
 				return fmt.Errorf("field \"prices.%s.%s\" must not be negative, got %g", model, v.name, v.v)
 			}
 		}
+	}
+	if a := f.Hosts.Listen; a != "" {
+		if err := CheckHostsListen(a); err != nil {
+			return fmt.Errorf("field \"hosts.listen\": %w", err)
+		}
+	}
+	if a := f.Hosts.Advertise; a != "" {
+		if err := CheckHostsAdvertise(a); err != nil {
+			return fmt.Errorf("field \"hosts.advertise\": %w", err)
+		}
+	}
+	if l := f.Hosts.LeaseMs; l != nil && (*l < 1000 || *l > 600000) {
+		return fmt.Errorf("field \"hosts.leaseMs\" must be between 1000 and 600000, got %d", *l)
 	}
 	if h := f.TelegramHub; h != nil {
 		if h.Verbosity != "" && !slices.Contains(HubVerbosities, h.Verbosity) {

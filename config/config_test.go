@@ -7,6 +7,7 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+	"time"
 )
 
 func TestHome(t *testing.T) {
@@ -296,9 +297,36 @@ func TestKnownKeysAndNames(t *testing.T) {
   "intel": {"retentionDays": 3},
   "budgets": {"workerTokens": 1, "sessionTokens": 2},
   "prices": {"any-model-name": {"inputPerMTok": 1, "outputPerMTok": 2, "cacheReadPerMTok": 3, "cacheWritePerMTok": 4}},
-  "console": {"notify": "bell"}
+  "console": {"notify": "bell"},
+  "hosts": {"listen": "0.0.0.0:7422", "advertise": "fleet.example:7422", "leaseMs": 15000}
 }`)
 	if _, err := Load(home); err != nil {
 		t.Fatalf("every documented key: %v", err)
+	}
+}
+
+func TestHostsConfig(t *testing.T) {
+	home := t.TempDir()
+	write(t, home, `{"hosts": {"listen": ":7422", "advertise": "10.0.0.1:7422", "leaseMs": 5000}}`)
+	f, err := Load(home)
+	if err != nil || f.Hosts.Listen != ":7422" || f.Hosts.Advertise != "10.0.0.1:7422" || f.HostsLease() != 5*time.Second {
+		t.Fatalf("%+v %v", f.Hosts, err)
+	}
+	if (File{}).HostsLease() != 15*time.Second {
+		t.Fatal("default lease")
+	}
+	for cfg, want := range map[string]string{
+		`{"hosts": {"listen": "7422"}}`:            `field "hosts.listen": "7422" is not host:port`,
+		`{"hosts": {"listen": "0.0.0.0:0"}}`:       `field "hosts.listen": "0.0.0.0:0": the port must be 1-65535`,
+		`{"hosts": {"advertise": "0.0.0.0:7422"}}`: `field "hosts.advertise": "0.0.0.0:7422": hosts need an address they can dial`,
+		`{"hosts": {"advertise": ":7422"}}`:        `field "hosts.advertise"`,
+		`{"hosts": {"leaseMs": 999}}`:              `field "hosts.leaseMs" must be between 1000 and 600000, got 999`,
+		`{"hosts": {"lease": 5000}}`:               `unknown key "hosts.lease" (did you mean "hosts.leaseMs"?)`,
+		`{"hosts": {"listen": 7422}}`:              `field "hosts.listen" must be a string, got number`,
+	} {
+		write(t, home, cfg)
+		if _, err := Load(home); err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("%s: %v, want %q", cfg, err, want)
+		}
 	}
 }

@@ -13,6 +13,9 @@ type Switches struct {
 	HubAttach     bool
 	Workers       int
 	Name          string
+	// HostsListen is where the fleet listens for worker hosts; "" not at
+	// all (docs/hosts.md).
+	HostsListen string
 }
 
 // Flags carries what the command line set; nil = not given on the command line.
@@ -21,6 +24,7 @@ type Flags struct {
 	Hub           *bool
 	Workers       *int
 	Name          *string
+	HostsListen   *string
 }
 
 // Resolve applies precedence flag > environment > config.json > default to
@@ -31,7 +35,7 @@ type Flags struct {
 // variable. Hub attach implies the control socket, whichever source set it;
 // an explicit --control-socket=false together with hub attach is an error.
 // Defaults: no socket, no hub, DefaultWorkers workers, Name "" (the caller
-// derives one).
+// derives one), no hosts listener.
 func Resolve(f Flags, file File, getenv func(string) string) (Switches, error) {
 	if getenv == nil {
 		getenv = os.Getenv
@@ -93,6 +97,16 @@ func Resolve(f Flags, file File, getenv func(string) string) (Switches, error) {
 		s.Name = file.Name
 		if err := checkName(s.Name); err != nil {
 			return Switches{}, fmt.Errorf("%s: field \"name\" %w", FileName, err)
+		}
+	}
+	s.HostsListen = file.Hosts.Listen
+	if f.HostsListen != nil { // "" turns config.json's off
+		s.HostsListen = *f.HostsListen
+		if s.HostsListen == "" {
+			return s, nil
+		}
+		if err := CheckHostsListen(s.HostsListen); err != nil {
+			return Switches{}, fmt.Errorf("--hosts-listen %w", err)
 		}
 	}
 	return s, nil

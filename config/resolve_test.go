@@ -213,3 +213,30 @@ func TestResolveDefaults(t *testing.T) {
 		t.Errorf("nil getenv: %+v, %v", s, err)
 	}
 }
+
+func TestResolveHostsListen(t *testing.T) {
+	file := File{Hosts: Hosts{Listen: "10.0.0.1:7422"}}
+	for _, c := range []struct {
+		flag *string
+		file File
+		want string
+		err  string
+	}{
+		{nil, File{}, "", ""},
+		{nil, file, "10.0.0.1:7422", ""},
+		{ptr("127.0.0.1:9000"), file, "127.0.0.1:9000", ""},
+		{ptr(""), file, "", ""}, // the flag turns config.json's off
+		{ptr("9000"), File{}, "", `--hosts-listen "9000" is not host:port`},
+	} {
+		s, err := Resolve(Flags{HostsListen: c.flag}, c.file, env(nil))
+		if c.err != "" {
+			if err == nil || err.Error() != c.err {
+				t.Errorf("flag %s: %v, want %q", show(c.flag), err, c.err)
+			}
+			continue
+		}
+		if err != nil || s.HostsListen != c.want {
+			t.Errorf("flag %s, file %q: %q %v, want %q", show(c.flag), c.file.Hosts.Listen, s.HostsListen, err, c.want)
+		}
+	}
+}

@@ -2,8 +2,9 @@
 // bottom: the session (new or resumed, and its lock) and its store, the
 // log and signals, where work is kept (worktrees, the native root), the
 // providers from config.json and the flags with the fleet's MCP tools, the
-// control server with its endpoint and the journal, the intelligence
-// service, the engine; then it serves until the end and shuts down. The
+// hosts hub when the fleet listens for worker hosts, the control server
+// with its endpoint and the journal, the intelligence service, the
+// engine; then it serves until the end and shuts down. The
 // cli package keeps only commands: it parses flags and calls Run, and its
 // other commands open a fleet home's stores (stores.go) and build
 // providers (SelectProvider, BuildProviders) the same way.
@@ -27,6 +28,7 @@ import (
 	"github.com/agents-fleet/fleet/config"
 	"github.com/agents-fleet/fleet/controlsock"
 	"github.com/agents-fleet/fleet/engine"
+	"github.com/agents-fleet/fleet/hosts"
 	"github.com/agents-fleet/fleet/intel"
 	"github.com/agents-fleet/fleet/intel/record"
 	"github.com/agents-fleet/fleet/journal"
@@ -92,6 +94,9 @@ func Run(ctx context.Context, o Options) error {
 	if err := f.buildProviders(ctx); err != nil {
 		return err
 	}
+	if err := f.openHosts(); err != nil {
+		return err
+	}
 	if err := f.openServer(); err != nil {
 		return err
 	}
@@ -142,6 +147,8 @@ type fleet struct {
 	// buildProviders
 	provs Providers
 	tools *Tools // nil with the local provider
+	// openHosts
+	hosts *hosts.Hub // nil unless the fleet listens for hosts
 	// openServer
 	ep    *endpoint // nil without --control-socket
 	token string

@@ -14,6 +14,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -68,6 +69,9 @@ type env struct {
 	t    testing.TB
 	home string
 	cwd  string
+	// wrap, when set, runs the fleet binary (ip netns exec NS: in a
+	// network namespace).
+	wrap []string
 }
 
 func newEnv(t testing.TB) *env {
@@ -100,14 +104,21 @@ func (e *env) environ() []string {
 	return append(out, "AGENTS_FLEET_HOME="+e.home)
 }
 
+// command is the fleet binary with args in e (run by e.wrap when set).
+func (e *env) command(ctx context.Context, args ...string) *exec.Cmd {
+	argv := append(append(slices.Clone(e.wrap), fleetBin), args...)
+	cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
+	cmd.Dir = e.cwd
+	cmd.Env = e.environ()
+	return cmd
+}
+
 // fleet runs the binary to completion.
 func (e *env) fleet(stdin string, args ...string) (stdout, stderr string, code int) {
 	e.t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, fleetBin, args...)
-	cmd.Dir = e.cwd
-	cmd.Env = e.environ()
+	cmd := e.command(ctx, args...)
 	cmd.Stdin = strings.NewReader(stdin)
 	var o, s bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &o, &s
@@ -123,7 +134,7 @@ func (e *env) fleet(stdin string, args ...string) (stdout, stderr string, code i
 	return o.String(), s.String(), code
 }
 
-// daemon is a running `fleet run`.
+// daemon is a running `fleet run` (or another long-running command: spawn).
 type daemon struct {
 	t      testing.TB
 	cmd    *exec.Cmd
@@ -148,9 +159,16 @@ func (s *syncBuffer) String() string { s.mu.Lock(); defer s.mu.Unlock(); return 
 // start runs `fleet run --headless args...` and waits for its descriptor.
 func (e *env) start(args ...string) *daemon {
 	e.t.Helper()
-	cmd := exec.Command(fleetBin, append([]string{"run", "--headless"}, args...)...)
-	cmd.Dir = e.cwd
-	cmd.Env = e.environ()
+	d := e.spawn(append([]string{"run", "--headless"}, args...)...)
+	e.waitRegistered(d)
+	return d
+}
+
+// spawn starts the binary with args; it is killed, if still running, when
+// the test ends.
+func (e *env) spawn(args ...string) *daemon {
+	e.t.Helper()
+	cmd := e.command(context.Background(), args...)
 	d := &daemon{t: e.t, cmd: cmd, stderr: &syncBuffer{}, done: make(chan struct{})}
 	cmd.Stderr = d.stderr
 	if err := cmd.Start(); err != nil {
@@ -165,7 +183,6 @@ func (e *env) start(args ...string) *daemon {
 			<-d.done
 		}
 	})
-	e.waitRegistered(d)
 	return d
 }
 

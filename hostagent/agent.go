@@ -1,0 +1,324 @@
+// Package hostagent is `fleet join`: a worker host's end of a fleet. It
+// runs an embedded NATS server with no listener of its own that dials the
+// fleet's hub as a leaf node (TLS verified against the fleet's CA alone,
+// the host's NKey as its credential), and retries for ever while the link
+// is down. It reports itself with a heartbeat every third of the fleet's
+// lease: its slots, labels and the providers it can run, found with the
+// same adapters and probes the fleet uses (docs/hosts.md).
+package hostagent
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/url"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
+
+	"github.com/agents-fleet/fleet/hosts"
+	"github.com/agents-fleet/fleet/provider"
+	"github.com/agents-fleet/fleet/registry"
+)
+
+// Config configures an agent. Join and WorkDir are required.
+type Config struct {
+	Join hosts.JoinFile
+	// Slots and Labels override the join file's (0 and nil keep them).
+	Slots  int
+	Labels []string
+	// WorkDir is where the host keeps its work (made 0700 if missing).
+	WorkDir string
+	// Providers are what the host can run, by name; those that wrap a CLI
+	// (provider.Inspector) are probed once at start, and reported only
+	// when found.
+	Providers map[string]provider.Provider
+	Env       []string     // the environment the probes see
+	Version   string       // this fleet build, reported to the fleet
+	Logger    *slog.Logger // default: discard
+}
+
+// reconnectInterval: a refused or failed dial is tried again after about
+// this long (plus up to as much again at random). With the pings that
+// give a dead link up (hosts.PingInterval), it stays well under the lease,
+// so a link that heals is back before the fleet counts the host lost.
+const reconnectInterval = time.Second
+
+// firstInterval is the heartbeat interval until the fleet has answered
+// (and so told its lease).
+const firstInterval = time.Second
+
+// LinkState is the state of an agent's link to the hub.
+type LinkState int
+
+const (
+	LinkDown      LinkState = iota // not connected (yet, or again)
+	LinkConnected                  // a leaf connection to the hub is up
+	LinkJoined                     // and the fleet answers the heartbeats
+	LinkRefused                    // the hub refused the credential
+)
+
+func (s LinkState) String() string {
+	return [...]string{"down", "connected", "joined", "refused"}[s]
+}
+
+// Agent is a running `fleet join`.
+type Agent struct {
+	cfg       Config
+	log       *slog.Logger
+	srv       *server.Server
+	nc        *nats.Conn
+	instance  string
+	providers []hosts.Provider
+
+	refused  atomic.Bool // the hub's last word was an authorization refusal
+	state    atomic.Int32
+	draining bool // as the fleet last said; the heartbeat loop's own
+	// running counts the host's workers now (reported in heartbeats).
+	running atomic.Int32
+
+	cancel context.CancelFunc
+	done   chan struct{} // closed when the heartbeat loop ended
+	once   sync.Once
+}
+
+// Run runs an agent until ctx ends, then stops it.
+func Run(ctx context.Context, cfg Config) error {
+	a, err := Start(ctx, cfg)
+	if err != nil {
+		return err
+	}
+	<-ctx.Done()
+	a.Close()
+	return nil
+}
+
+// Start probes the providers, starts the leaf node and the heartbeats,
+// and returns; the link comes up (and back) by itself.
+func Start(ctx context.Context, cfg Config) (*Agent, error) {
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	j := cfg.Join
+	if cfg.Slots == 0 {
+		cfg.Slots = j.Slots
+	}
+	if cfg.Labels == nil {
+		cfg.Labels = j.Labels
+	}
+	if err := hosts.CheckSlots(cfg.Slots); err != nil {
+		return nil, fmt.Errorf("--slots: %w", err)
+	}
+	if err := hosts.CheckLabels(cfg.Labels); err != nil {
+		return nil, fmt.Errorf("--labels: %w", err)
+	}
+	if cfg.WorkDir == "" {
+		return nil, errors.New("hostagent: WorkDir is required")
+	}
+	if err := registry.EnsurePrivateDir(cfg.WorkDir); err != nil {
+		return nil, fmt.Errorf("work dir: %w", err)
+	}
+	a := &Agent{cfg: cfg, log: cfg.Logger.With("host", j.Name), done: make(chan struct{})}
+	var b [8]byte
+	rand.Read(b[:])
+	a.instance = hex.EncodeToString(b[:])
+	a.providers = probe(ctx, cfg.Providers, cfg.Env, cfg.Version)
+	names := make([]string, len(a.providers))
+	for i, p := range a.providers {
+		names[i] = p.Name + " " + p.Version
+	}
+	a.log.Info("providers found", "providers", strings.Join(names, ", "))
+	if err := a.startLeaf(); err != nil {
+		a.Close()
+		return nil, err
+	}
+	var hbCtx context.Context
+	hbCtx, a.cancel = context.WithCancel(context.Background())
+	go func() { defer close(a.done); a.heartbeats(hbCtx) }()
+	return a, nil
+}
+
+// startLeaf starts the embedded leaf node and connects to it in-process.
+func (a *Agent) startLeaf() error {
+	j := a.cfg.Join
+	host, _, err := net.SplitHostPort(j.Hub)
+	if err != nil {
+		return fmt.Errorf("hub address %q: %w", j.Hub, err)
+	}
+	tlsc, err := hosts.ClientTLS([]byte(j.CA), host)
+	if err != nil {
+		return err
+	}
+	u := &url.URL{Scheme: "tls", Host: j.Hub}
+	opts := &server.Options{
+		ServerName:   "host-" + j.Name,
+		DontListen:   true,
+		NoSigs:       true,
+		PingInterval: hosts.PingInterval,
+		MaxPingsOut:  hosts.MaxPingsOut,
+	}
+	opts.LeafNode.ReconnectInterval = reconnectInterval
+	opts.LeafNode.Remotes = []*server.RemoteLeafOpts{{
+		URLs:      []*url.URL{u},
+		Nkey:      j.Seed,
+		TLS:       true,
+		TLSConfig: tlsc,
+		// Dial the address in the join file only (the one the hub's
+		// certificate covers).
+		IgnoreDiscoveredServers: true,
+	}}
+	srv, err := server.NewServer(opts)
+	if err != nil {
+		return fmt.Errorf("leaf node: %w", err)
+	}
+	srv.SetLoggerV2(hosts.ServerLogger(a.log.With("component", "nats"), a.onServerError), false, false, false)
+	srv.Start()
+	a.srv = srv
+	if !srv.ReadyForConnections(30 * time.Second) {
+		return errors.New("leaf node: did not start within 30s")
+	}
+	a.nc, err = nats.Connect("", nats.InProcessServer(srv), nats.Name("fleet-join:"+j.Name),
+		nats.MaxReconnects(-1), nats.ReconnectWait(100*time.Millisecond))
+	if err != nil {
+		return fmt.Errorf("leaf node: connect: %w", err)
+	}
+	return nil
+}
+
+// onServerError notes the hub's refusal of the credential (the leaf node
+// logs it as an error from the other side).
+func (a *Agent) onServerError(msg string) {
+	if strings.Contains(msg, "Authorization Violation") {
+		a.refused.Store(true)
+	}
+}
+
+// Link is the state of the link to the hub.
+func (a *Agent) Link() LinkState { return LinkState(a.state.Load()) }
+
+// heartbeats looks at the link every second and sends a heartbeat every
+// interval (a third of the fleet's lease), and at once when the link comes
+// (back) up, until ctx ends; it logs the link's changes of state.
+func (a *Agent) heartbeats(ctx context.Context) {
+	interval := firstInterval
+	var sent time.Time // the last heartbeat the fleet answered
+	tick := time.NewTicker(linkLook)
+	defer tick.Stop()
+	for {
+		state := LinkDown
+		if a.srv.NumLeafNodes() > 0 {
+			state = LinkConnected
+			a.refused.Store(false)
+			if LinkState(a.state.Load()) == LinkJoined && time.Since(sent) < interval {
+				state = LinkJoined // not time yet
+			} else if ack, err := a.heartbeat(ctx, min(interval, 5*time.Second)); err == nil {
+				state, sent = LinkJoined, time.Now()
+				if lease := time.Duration(ack.LeaseMs) * time.Millisecond; lease > 0 {
+					interval = max(lease/3, 100*time.Millisecond)
+				}
+				a.noteDraining(ack.Draining)
+			} else if ctx.Err() == nil {
+				a.log.Debug("heartbeat not answered", "err", err)
+			}
+		} else if a.refused.Load() {
+			state = LinkRefused
+		}
+		a.noteState(state, interval)
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+	}
+}
+
+// linkLook is how often the agent looks at its link.
+const linkLook = time.Second
+
+// noteState records the link's state and logs a change.
+func (a *Agent) noteState(state LinkState, interval time.Duration) {
+	old := LinkState(a.state.Swap(int32(state)))
+	if old == state {
+		return
+	}
+	switch state {
+	case LinkJoined:
+		a.log.Info("joined the fleet", "hub", a.cfg.Join.Hub, "heartbeat", interval)
+	case LinkConnected:
+		if old != LinkJoined {
+			a.log.Info("connected to the fleet's hub; waiting for it to answer", "hub", a.cfg.Join.Hub)
+		}
+	case LinkRefused:
+		a.log.Error("the fleet refused this host's credential: it was removed (fleet hosts remove " + a.cfg.Join.Name +
+			"), or the join file is from another fleet; trying again")
+	case LinkDown:
+		if old != LinkRefused {
+			a.log.Warn("no link to the fleet's hub; trying again", "hub", a.cfg.Join.Hub)
+		}
+	}
+}
+
+// noteDraining records whether the fleet drains this host and logs a
+// change; only the heartbeat loop calls it.
+func (a *Agent) noteDraining(draining bool) {
+	if draining == a.draining {
+		return
+	}
+	a.draining = draining
+	if draining {
+		a.log.Info("the fleet drains this host: it takes no new workers")
+	} else {
+		a.log.Info("the fleet no longer drains this host")
+	}
+}
+
+// heartbeat sends one heartbeat and waits up to timeout for the answer.
+func (a *Agent) heartbeat(ctx context.Context, timeout time.Duration) (hosts.Ack, error) {
+	hb := hosts.Heartbeat{Slots: a.cfg.Slots, Labels: a.cfg.Labels, Providers: a.providers,
+		Running: int(a.running.Load()), Instance: a.instance, Version: a.cfg.Version}
+	if hb.Labels == nil {
+		hb.Labels = []string{}
+	}
+	data, err := json.Marshal(hb)
+	if err != nil {
+		return hosts.Ack{}, err
+	}
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	m, err := a.nc.RequestWithContext(ctx, hosts.HeartbeatSubject(a.cfg.Join.Name), data)
+	if err != nil {
+		return hosts.Ack{}, err
+	}
+	var ack hosts.Ack
+	if err := json.Unmarshal(m.Data, &ack); err != nil {
+		return hosts.Ack{}, fmt.Errorf("heartbeat answer: %w", err)
+	}
+	return ack, nil
+}
+
+// Close stops the heartbeats, the link and the leaf node. It is safe to
+// call more than once.
+func (a *Agent) Close() {
+	a.once.Do(func() {
+		if a.cancel != nil {
+			a.cancel()
+			<-a.done
+		}
+		if a.nc != nil {
+			a.nc.Close()
+		}
+		if a.srv != nil {
+			a.srv.Shutdown()
+			a.srv.WaitForShutdown()
+		}
+	})
+}
