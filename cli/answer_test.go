@@ -168,6 +168,8 @@ func TestUsageErrors(t *testing.T) {
 		{[]string{"merge"}, "fleet merge: missing WORKER\n"},
 		{[]string{"answer"}, "fleet answer: missing ID ANSWER\n"},
 		{[]string{"rnu"}, "fleet: unknown command \"rnu\" (did you mean \"run\"?)\nusage: fleet [command]\n"},
+		{[]string{"worktrees", "prnue"}, "fleet worktrees: unknown command \"prnue\" (did you mean \"prune\"?)\n"},
+		{[]string{"worktrees", "bogus"}, "fleet worktrees: unknown command \"bogus\" (fleet worktrees --help lists the commands)\n"},
 		{[]string{"root", "status", "--revison", "1"}, "fleet root status: unknown flag --revison"},
 		{[]string{"experiment", "run"}, "fleet experiment run: want one argument, the experiment FILE; got 0\n"},
 	} {

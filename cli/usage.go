@@ -94,6 +94,17 @@ var bracketed = regexp.MustCompile(`\[[^\]]*\]`)
 // usage error with the command's usage line; a missing argument is named
 // from the Use line ("send [FLEET] TEXT" without arguments: missing TEXT).
 func argsWithUsage(cmd *cobra.Command) {
+	if cmd.HasParent() && cmd.HasSubCommands() && cmd.Run == nil && cmd.RunE == nil {
+		// A group (fleet worktrees): alone it shows its help; a word that
+		// is none of its commands is a usage error, not its help and 0.
+		cmd.Args = cobra.ArbitraryArgs
+		cmd.RunE = func(c *cobra.Command, args []string) error {
+			if len(args) == 0 {
+				return c.Help()
+			}
+			return unknownCommandErr(c, args[0])
+		}
+	}
 	if check := cmd.Args; check != nil {
 		cmd.Args = func(c *cobra.Command, args []string) error {
 			err := check(c, args)
@@ -119,18 +130,18 @@ func argsWithUsage(cmd *cobra.Command) {
 	}
 }
 
-// unknownCommandErr is the usage error for name, a subcommand fleet does
-// not have, with the closest one.
-func unknownCommandErr(root *cobra.Command, name string) error {
+// unknownCommandErr is the usage error for name, a subcommand parent
+// (fleet, or a group of it) does not have, with the closest one.
+func unknownCommandErr(parent *cobra.Command, name string) error {
 	var names []string
-	for _, c := range root.Commands() {
+	for _, c := range parent.Commands() {
 		if c.IsAvailableCommand() {
 			names = append(names, c.Name())
 			names = append(names, c.Aliases...)
 		}
 	}
 	if near := suggest.Closest(name, names); near != "" {
-		return commandUsageErr(root, "unknown command %q (did you mean %q?)", name, near)
+		return commandUsageErr(parent, "unknown command %q (did you mean %q?)", name, near)
 	}
-	return commandUsageErr(root, "unknown command %q (fleet --help lists the commands)", name)
+	return commandUsageErr(parent, "unknown command %q (%s --help lists the commands)", name, parent.CommandPath())
 }
