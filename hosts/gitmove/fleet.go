@@ -187,6 +187,26 @@ func borrowRepo(ctx context.Context, repo, dir string, lim Limits) (string, erro
 // a work tree of repo is ErrCheckedOut: the user's work trees, index, HEAD
 // and other branches are never written.
 func FetchBranch(ctx context.Context, store ObjectStore, key, repo, branch, base string, lim Limits) (string, error) {
+	return fetchBranch(ctx, store, key, repo, branch, base, "", lim)
+}
+
+// FetchBranchMirror is FetchBranch for a branch checked out in mirror, a
+// work tree of the fleet's own that shows a remote worker's work to the
+// fleet's landing and diff views: the branch may be checked out there (and
+// nowhere else), and mirror is reset to the new tip, whatever it held. It
+// fetches into the repository mirror belongs to.
+func FetchBranchMirror(ctx context.Context, store ObjectStore, key, mirror, branch, base string, lim Limits) (string, error) {
+	abs, err := filepath.Abs(mirror)
+	if err == nil {
+		abs, err = filepath.EvalSymlinks(abs)
+	}
+	if err != nil {
+		return "", fmt.Errorf("fetch %s from %s: mirror: %w", branch, key, err)
+	}
+	return fetchBranch(ctx, store, key, abs, branch, base, abs, lim)
+}
+
+func fetchBranch(ctx context.Context, store ObjectStore, key, repo, branch, base, mirror string, lim Limits) (string, error) {
 	fail := func(err error) (string, error) { return "", fmt.Errorf("fetch %s from %s: %w", branch, key, err) }
 	if err := validBranch(branch); err != nil {
 		return fail(err)
@@ -198,7 +218,7 @@ func FetchBranch(ctx context.Context, store ObjectStore, key, repo, branch, base
 		return fail(err)
 	}
 	ref := "refs/heads/" + branch
-	if err := notCheckedOut(ctx, repo, ref, lim); err != nil {
+	if err := notCheckedOut(ctx, repo, ref, mirror, lim); err != nil {
 		return fail(err)
 	}
 	s, err := lim.newScratch()
@@ -218,7 +238,7 @@ func FetchBranch(ctx context.Context, store ObjectStore, key, repo, branch, base
 		return fail(err)
 	}
 	if tip == old {
-		return tip, nil
+		return tip, resetMirror(ctx, mirror, lim)
 	}
 	var nonce [8]byte
 	if _, err := rand.Read(nonce[:]); err != nil {
@@ -238,13 +258,30 @@ func FetchBranch(ctx context.Context, store ObjectStore, key, repo, branch, base
 		return fail(fmt.Errorf("%w: fetched %q, the bundle says %s: %w", ErrBadBundle, got, tip, errOr(err, "mismatch")))
 	}
 	// Checked again right before the move: a checkout may have come since.
-	if err := notCheckedOut(ctx, repo, ref, lim); err != nil {
+	if err := notCheckedOut(ctx, repo, ref, mirror, lim); err != nil {
 		return fail(err)
 	}
 	if _, err := lim.git(ctx, repo, "update-ref", "-m", "fleet: "+branch+" from its host", ref, tip, old); err != nil {
 		return fail(fmt.Errorf("move the branch (did it move meanwhile?): %w", err))
 	}
+	if err := resetMirror(ctx, mirror, lim); err != nil {
+		return fail(err)
+	}
 	return tip, nil
+}
+
+// resetMirror makes the mirror work tree ("" none) show its branch's tip.
+func resetMirror(ctx context.Context, mirror string, lim Limits) error {
+	if mirror == "" {
+		return nil
+	}
+	if _, err := lim.git(ctx, mirror, "reset", "-q", "--hard", "HEAD"); err != nil {
+		return fmt.Errorf("reset the mirror work tree %s: %w", mirror, err)
+	}
+	if _, err := lim.git(ctx, mirror, "clean", "-q", "-d", "-f"); err != nil {
+		return fmt.Errorf("clean the mirror work tree %s: %w", mirror, err)
+	}
+	return nil
 }
 
 // quarantine takes the bundle into a temporary repository that borrows
@@ -376,8 +413,8 @@ func descends(ctx context.Context, dir, base, tip string, lim Limits) error {
 }
 
 // notCheckedOut checks that no work tree of the repository in dir has ref
-// checked out.
-func notCheckedOut(ctx context.Context, dir, ref string, lim Limits) error {
+// checked out, but for the one at except ("" none).
+func notCheckedOut(ctx context.Context, dir, ref, except string, lim Limits) error {
 	out, err := lim.run(ctx, gitCmd{dir: dir, args: []string{"worktree", "list", "--porcelain", "-z"}})
 	if err != nil {
 		return err
@@ -387,9 +424,19 @@ func notCheckedOut(ctx context.Context, dir, ref string, lim Limits) error {
 		if p, ok := strings.CutPrefix(field, "worktree "); ok {
 			path = p
 		}
-		if field == "branch "+ref {
+		if field == "branch "+ref && (except == "" || !samePath(path, except)) {
 			return fmt.Errorf("%w: %s is checked out at %s", ErrCheckedOut, ref, path)
 		}
 	}
 	return nil
+}
+
+// samePath reports whether two absolute paths name the same directory.
+func samePath(a, b string) bool {
+	if a == b {
+		return true
+	}
+	ra, err1 := filepath.EvalSymlinks(a)
+	rb, err2 := filepath.EvalSymlinks(b)
+	return err1 == nil && err2 == nil && ra == rb
 }
