@@ -371,7 +371,11 @@ func (r *Renderer) Summary() []string {
 		}
 		out = append(out, workers)
 		for _, w := range f.Workers {
-			l := fmt.Sprintf("  %-12s %-10s", agentLabel(w.ID, w.Name), clean(w.Status))
+			who := agentLabel(w.ID, w.Name)
+			if w.Host != "" { // a remote worker: where it runs
+				who += "@" + clean(w.Host)
+			}
+			l := fmt.Sprintf("  %-12s %-10s", who, clean(w.Status))
 			if w.TaskID != "" {
 				l += " task " + clean(w.TaskID)
 			}

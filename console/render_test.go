@@ -144,8 +144,9 @@ func TestSummary(t *testing.T) {
 		}
 	}
 	r.Render(&protocol.FleetState{
-		Coordinator:  protocol.FleetCoordinatorState{DispatchPaused: true},
-		Workers:      []protocol.FleetWorkerSummary{{ID: "w1", Name: "w1", Status: "running", TaskID: "t1", RecentActivity: "make test"}},
+		Coordinator: protocol.FleetCoordinatorState{DispatchPaused: true},
+		Workers: []protocol.FleetWorkerSummary{{ID: "w1", Name: "w1", Status: "running", TaskID: "t1", RecentActivity: "make test"},
+			{ID: "w2", Name: "w2", Status: "running", TaskID: "t2", Host: "gpu-1"}},
 		WorkerActive: 1, WorkerTotal: 1,
 		Tasks: protocol.FleetTaskSummary{Done: 2, Running: 1, Total: 3,
 			Items: []protocol.FleetTaskItem{{ID: "t1", Subject: "make test", Status: "running"}}},
@@ -157,6 +158,7 @@ func TestSummary(t *testing.T) {
 		"coordinator: idle (dispatch paused)",
 		"workers: 1 active / 1",
 		"w1           running    task t1  make test",
+		"w2@gpu-1     running    task t2",
 		"tasks: 2 done, 1 running, 0 pending, 0 blocked, 3 total",
 		"usage: context 42%",
 		"tools: shell 7",

@@ -86,11 +86,18 @@ func (e *Engine) runTurn(ctx context.Context, h *host, dir, text string) provide
 	w := h.w
 	e.mu.Lock()
 	prov := e.providerLocked(w.provider)
+	name, onHost := e.providerNameLocked(w.provider), w.hostName
 	spec := provider.Spec{
 		Agent: w.id, Role: provider.RoleWorker, Dir: dir, Env: e.agentEnv(w.id, h.taskID()),
 		Model: w.model, ResumeID: w.agentSession,
 	}
 	e.mu.Unlock()
+	if onHost != "" {
+		var err error
+		if prov, err = e.hostProvider(onHost, name); err != nil {
+			return provider.TurnEnded{ExitCode: -1, Err: caused(record.CauseStart, err)}
+		}
+	}
 	if prov == nil {
 		return provider.TurnEnded{ExitCode: -1, Err: fmt.Errorf("no provider %q is configured", w.provider)}
 	}
@@ -214,6 +221,20 @@ func (e *Engine) agentEnv(agent, taskID string) []string {
 		env = append(env, "AGENTS_FLEET_TASK="+taskID)
 	}
 	return env
+}
+
+// hostProvider is the provider that runs prov's workers on worker host
+// host. A worker stays on its host for every turn, so a follow-up of one
+// whose host this fleet does not know fails, saying so.
+func (e *Engine) hostProvider(host, prov string) (provider.Provider, error) {
+	if e.cfg.Hosts == nil {
+		return nil, fmt.Errorf("the worker ran on host %s, and this fleet has no worker hosts (fleet run --hosts-listen)", host)
+	}
+	p := e.cfg.Hosts.Provider(host, prov)
+	if p == nil {
+		return nil, fmt.Errorf("worker host %s cannot run %s workers now", host, prov)
+	}
+	return p, nil
 }
 
 // providerLocked returns the provider called name, or the default one.

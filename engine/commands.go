@@ -52,7 +52,7 @@ func init() {
 		{"/go", "/go [task...]", "Start planned tasks (all, or the ones named).", "dispatch", (*Engine).cmdGo},
 		{"/loop", "/loop [N] <command>", "Repeat a command until it exits 0, at most N attempts (default 5).", "tasks", (*Engine).cmdLoop},
 		{"/clean", "/clean [worker...] [--force [--delete-branch]]", "Remove finished workers' worktrees; unmerged or dirty ones only with --force, which keeps the branch.", "workers", (*Engine).cmdClean},
-		{"/spawn", "/spawn [--provider P] [--model M] [--skill NAME] TEXT", "Start a worker on TEXT directly, without the coordinator (following skill NAME).", "workers", (*Engine).cmdSpawn},
+		{"/spawn", spawnUsage, "Start a worker on TEXT directly, without the coordinator (following skill NAME; on worker host NAME or a host with label L).", "workers", (*Engine).cmdSpawn},
 		{"/tell", "/tell WORKER TEXT", "Send a follow-up turn to a worker (resuming its agent session if it settled).", "workers", (*Engine).cmdTell},
 		{"/diff", "/diff WORKER [--stat] [PATH...]", "Show a worker's change against its base branch (committed and uncommitted).", "workers", (*Engine).cmdDiff},
 		{"/merge", "/merge WORKER [--squash|--rebase] [--into BRANCH]", "Merge a settled worker's branch into its base branch (refused, changing nothing, on conflicts or a dirty target).", "workers", (*Engine).cmdMerge},
@@ -208,6 +208,9 @@ func (e *Engine) cmdWorkers(string) (string, error) {
 	fmt.Fprintf(&b, "%d workers, %d active, cap %d", len(e.workers), e.activeWorkersLocked(), e.cfg.Workers)
 	for _, w := range e.shownWorkersLocked() {
 		fmt.Fprintf(&b, "\n  %-5s %-10s %-5s", w.id, w.status, w.taskID)
+		if w.hostName != "" {
+			b.WriteString("  @" + w.hostName)
+		}
 		if n := w.tokens.total(); n > 0 {
 			fmt.Fprintf(&b, "  %s tokens", commas(n))
 			if c, ok := e.costLocked(w.model, w.tokens); ok {

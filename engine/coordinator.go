@@ -187,70 +187,112 @@ func (e *Engine) coordinatorStaleMsLocked() *int64 {
 	return protocol.Int(max(0, nowMs()-e.coord.h.lastActivity()))
 }
 
+// spawnUsage is /spawn's usage, in its catalog entry and its errors.
+const spawnUsage = "/spawn [--provider P] [--model M] [--skill NAME] [--host NAME|--label L] TEXT"
+
 // cmdSpawn starts a worker on TEXT directly, without the coordinator.
 func (e *Engine) cmdSpawn(args string) (string, error) {
-	prov, model, skill, text, err := parseSpawn(args)
-	if err != nil {
-		return "", failf("%v. Usage: /spawn [--provider P] [--model M] [--skill NAME] TEXT", err)
+	s, err := parseSpawn(args)
+	if err == nil {
+		err = e.checkPinLocked(s.Host, s.Label)
 	}
-	if skill != "" {
+	if err != nil {
+		return "", failf("%v. Usage: %s", err, spawnUsage)
+	}
+	if s.Skill != "" {
 		if e.cfg.Intel == nil {
 			return "", failure("Skills need the intel store, which is unavailable in this fleet.")
 		}
-		e.spawnSkill(skill, text, prov, model)
+		e.spawnSkill(s)
 		return "", nil
 	}
-	t, err := e.spawnLocked("operator", text, prov, model)
+	t, err := e.spawnLocked("operator", s)
 	if err != nil {
 		return "", err
 	}
-	return fmt.Sprintf("Queued %s for a %s worker: %s", t.id, e.providerNameLocked(t.provider), oneLine(text, 200)), nil
+	return e.queuedLocked(t, s.Text, ""), nil
 }
 
-func parseSpawn(args string) (prov, model, skill, text string, err error) {
+// queuedLocked is the reply to a /spawn of text that queued t (with what,
+// when not ""): the worker it asks for, where, and why it waits if it does.
+func (e *Engine) queuedLocked(t *task, text, with string) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "Queued %s for a %s worker", t.id, e.providerNameLocked(t.provider))
+	switch {
+	case t.pinHost != "":
+		b.WriteString(" on host " + t.pinHost)
+	case t.pinLabel != "":
+		b.WriteString(" on a host with label " + t.pinLabel)
+	}
+	if with != "" {
+		b.WriteString(" with " + with)
+	}
+	b.WriteString(": " + oneLine(text, 200))
+	if e.cfg.Hosts != nil && t.status == taskPending && t.waitReason != "" {
+		b.WriteString(" (waits: " + t.waitReason + ")")
+	}
+	return b.String()
+}
+
+// Spawn is a worker asked for by /spawn or spawn_worker; "" fields are the
+// fleet's defaults.
+type Spawn struct {
+	Text            string // the task
+	Provider, Model string
+	Skill           string // a skill the task follows
+	// Host or Label (at most one) pins the worker to that worker host, or
+	// to a host with that label.
+	Host, Label string
+}
+
+func parseSpawn(args string) (Spawn, error) {
+	var s Spawn
+	flags := []struct {
+		prefix string
+		v      *string
+	}{{"--provider ", &s.Provider}, {"--model ", &s.Model}, {"--skill ", &s.Skill}, {"--host ", &s.Host}, {"--label ", &s.Label}}
 	rest := strings.TrimSpace(args)
+next:
 	for {
-		var flag *string
-		switch {
-		case strings.HasPrefix(rest, "--provider "):
-			flag = &prov
-			rest = strings.TrimPrefix(rest, "--provider ")
-		case strings.HasPrefix(rest, "--model "):
-			flag = &model
-			rest = strings.TrimPrefix(rest, "--model ")
-		case strings.HasPrefix(rest, "--skill "):
-			flag = &skill
-			rest = strings.TrimPrefix(rest, "--skill ")
-		default:
-			if rest == "" {
-				return "", "", "", "", errors.New("nothing to do")
+		for _, f := range flags {
+			if after, ok := strings.CutPrefix(rest, f.prefix); ok {
+				v, after, _ := strings.Cut(strings.TrimSpace(after), " ")
+				if v == "" {
+					return Spawn{}, errors.New("a flag needs a value")
+				}
+				*f.v, rest = v, strings.TrimSpace(after)
+				continue next
 			}
-			return prov, model, skill, rest, nil
 		}
-		v, after, _ := strings.Cut(strings.TrimSpace(rest), " ")
-		if v == "" {
-			return "", "", "", "", errors.New("a flag needs a value")
+		if rest == "" {
+			return Spawn{}, errors.New("nothing to do")
 		}
-		*flag, rest = v, strings.TrimSpace(after)
+		s.Text = rest
+		return s, nil
 	}
 }
 
-// spawnLocked queues a task for a worker of provider prov ("" the default).
-func (e *Engine) spawnLocked(from, text, prov, model string) (*task, error) {
+// spawnLocked queues a task for the worker s asks for.
+func (e *Engine) spawnLocked(from string, s Spawn) (*task, error) {
 	if e.closing {
 		return nil, errShutdown
 	}
+	text := s.Text
 	if strings.TrimSpace(text) == "" {
 		return nil, errors.New("the task is empty")
 	}
 	if len(text) > maxTaskText {
 		return nil, fmt.Errorf("the task is %d bytes; the limit is %d", len(text), maxTaskText)
 	}
-	if prov != "" && e.providerLocked(prov) == nil {
-		return nil, fmt.Errorf("no provider %q is configured (this fleet has %s)", prov, strings.Join(e.providerNamesLocked(), ", "))
+	if s.Provider != "" && e.providerLocked(s.Provider) == nil {
+		return nil, fmt.Errorf("no provider %q is configured (this fleet has %s)", s.Provider, strings.Join(e.providerNamesLocked(), ", "))
+	}
+	if err := e.checkPinLocked(s.Host, s.Label); err != nil {
+		return nil, err
 	}
 	t := e.addTaskLocked(strings.TrimSpace(text))
-	t.provider, t.model, t.from = prov, model, from
+	t.provider, t.model, t.from = s.Provider, s.Model, from
+	t.pinHost, t.pinLabel = s.Host, s.Label
 	e.saveTaskLocked(t)
 	e.dispatchLocked()
 	return t, nil

@@ -60,7 +60,15 @@ type Config struct {
 	// Governor is the native root of a native session; nil for legacy.
 	Governor Governor
 
-	Workers        int           // concurrency cap (workerMax); default 4
+	// Hosts are the worker hosts workers may also run on (hosts.go); nil
+	// runs every worker here, and Placement then has no effect.
+	Hosts Hosts
+	// Placement is where an unpinned worker starts when Hosts is set:
+	// PlacementLocalFirst (the default), PlacementSpread or
+	// PlacementHostsOnly. New panics on any other value.
+	Placement string
+
+	Workers        int           // local concurrency cap (workerMax); default 4
 	RequestTTL     time.Duration // confirm/ask expiry; default 30 min
 	MaxPending     int           // unresolved confirm/ask at once; default 256
 	StatusInterval time.Duration // status/fleetState/fleetAnalytics tick; default 1 s
@@ -144,6 +152,10 @@ func New(cfg Config) *Engine {
 	if cfg.Workers <= 0 {
 		cfg.Workers = 4
 	}
+	if cfg.Placement == "" {
+		cfg.Placement = PlacementLocalFirst
+	}
+	checkPlacement(cfg.Placement)
 	if cfg.RequestTTL <= 0 {
 		cfg.RequestTTL = 30 * time.Minute
 	}

@@ -67,7 +67,7 @@ func (e *Engine) recordRunLocked(w *worker, t *task, res provider.TurnEnded) {
 		SessionID: e.cfg.SessionID, ID: e.cfg.SessionID + "/" + w.id + "/" + t.id,
 		Worker: w.id, TaskID: t.id, Provider: e.agentTypeLocked(w), Model: w.model,
 		Task: truncateRunes(t.command, record.MaxText), Skill: t.skill.Name, SkillVersion: t.skill.Version,
-		Shadow: t.skill.Shadow, Repo: e.cfg.Repo, Worktree: w.worktreePath,
+		Shadow: t.skill.Shadow, Repo: e.cfg.Repo, Worktree: w.worktreePath, Host: w.hostName,
 		StartedAt: t.startedAt.UnixMilli(), EndedAt: w.endedAt.UnixMilli(),
 		Outcome: record.OutcomeCompleted, ExitCode: res.ExitCode,
 		InputTokens: w.tokens.input - t.tokensAt.input, OutputTokens: w.tokens.output - t.tokensAt.output,
@@ -177,21 +177,23 @@ func intelCmd(name string) func(*Engine, string) (string, error) {
 // spawnSkill resolves skill then queues text for a worker following it,
 // replying when done: skills are files and database rows, read without
 // e.mu.
-func (e *Engine) spawnSkill(skill, text, prov, model string) {
+func (e *Engine) spawnSkill(s Spawn) {
 	in := e.cfg.Intel
 	e.runWG.Add(1)
 	go func() {
 		defer e.runWG.Done()
 		ctx, cancel := context.WithTimeout(context.Background(), workspaceTimeout)
-		use, err := in.Skill(ctx, skill)
+		use, err := in.Skill(ctx, s.Skill)
 		cancel()
 		e.mu.Lock()
 		defer e.mu.Unlock()
 		if err != nil {
-			e.replyErrorLocked(fmt.Sprintf("Skill %s: %v", skill, err))
+			e.replyErrorLocked(fmt.Sprintf("Skill %s: %v", s.Skill, err))
 			return
 		}
-		t, err := e.spawnLocked("operator", use.Apply(text), prov, model)
+		text := s.Text
+		s.Text = use.Apply(text)
+		t, err := e.spawnLocked("operator", s)
 		if err != nil {
 			e.replyErrorLocked(err.Error())
 			return
@@ -202,6 +204,6 @@ func (e *Engine) spawnSkill(skill, text, prov, model string) {
 		if use.Shadow != "" {
 			what = fmt.Sprintf("skill %s, shadow %s (A/B against v%d)", use.Name, use.Shadow, use.Version)
 		}
-		e.replyLocked(fmt.Sprintf("Queued %s for a %s worker with %s: %s", t.id, e.providerNameLocked(t.provider), what, oneLine(text, 200)))
+		e.replyLocked(e.queuedLocked(t, text, what))
 	}()
 }

@@ -281,8 +281,7 @@ func (e *Engine) admitPending() {
 		case t.status != taskPending || e.closing:
 			// Changed while we asked (cancelled, shutting down).
 		case adm.Start:
-			t.waitReason = ""
-			e.startLocked(t)
+			e.startLocked(t, "") // native sessions run their workers here
 			room--
 		case adm.Refuse != "":
 			t.reason = adm.Refuse

@@ -71,7 +71,7 @@ func (e *Engine) saveWorkerLocked(w *worker) {
 		StartedAt: w.startedAt.UnixMilli(), EndedAt: ended, LastActivityAt: w.lastActivity.Load(),
 		ToolUses: w.toolUses, Provider: e.agentTypeLocked(w), Model: w.model, AgentSessionID: w.agentSession,
 		InputTokens: w.tokens.input, OutputTokens: w.tokens.output,
-		CacheReadTokens: w.tokens.cacheRead, CacheWriteTokens: w.tokens.cacheWrite,
+		CacheReadTokens: w.tokens.cacheRead, CacheWriteTokens: w.tokens.cacheWrite, Host: w.hostName,
 	})
 }
 
@@ -118,7 +118,7 @@ func (e *Engine) restoreLocked(r *Restore) {
 			id: wr.ID, name: wr.ID, status: wr.Status, taskID: wr.TaskID,
 			startedAt: time.UnixMilli(wr.StartedAt), toolUses: wr.ToolUses,
 			worktreePath: wr.WorktreePath, branch: wr.Branch, baseCommit: wr.BaseCommit,
-			provider: wr.Provider, model: wr.Model, agentSession: wr.AgentSessionID,
+			provider: wr.Provider, model: wr.Model, agentSession: wr.AgentSessionID, hostName: wr.Host,
 			tokens: tokens{input: wr.InputTokens, output: wr.OutputTokens, cacheRead: wr.CacheReadTokens, cacheWrite: wr.CacheWriteTokens},
 		}
 		if w.provider == e.cfg.Provider.Name() {

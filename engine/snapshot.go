@@ -164,6 +164,7 @@ func (e *Engine) fleetStateLocked(now time.Time) *protocol.FleetState {
 			OutputTokens:   protocol.Int(w.tokens.output),
 			RecentActivity: w.lastTool,
 			WorktreePath:   w.worktreePath,
+			Host:           w.hostName,
 		}
 		ws.TopTools = topTools(w.toolCounts, 5)
 		ws.Git = w.git

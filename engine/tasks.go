@@ -49,8 +49,11 @@ type task struct {
 	// default provider and model; from is who asked ("operator",
 	// "coordinator").
 	provider, model, from string
-	// Native sessions: recorded in the root yet, and why the root keeps it
-	// waiting.
+	// The worker host (pinHost) or a host label (pinLabel) it must run on
+	// (/spawn --host|--label, spawn_worker); "" for none.
+	pinHost, pinLabel string
+	// Native sessions: recorded in the root yet. waitReason is why it
+	// waits: the native root, a token budget, or no host that can take it.
 	reserved   bool
 	waitReason string
 	// The run, for the intel store: when it started, the skill it follows,
@@ -72,6 +75,9 @@ type worker struct {
 	lastTool  string
 	// The worker's workspace, once prepared; dir is where its agent runs.
 	worktreePath, branch, baseCommit, dir string
+	// hostName is the worker host it runs on ("" this machine); a
+	// follow-up turn runs there too.
+	hostName string
 	// The agent behind the worker: its provider ("" is the fleet's
 	// default), model, the CLI's session id (to resume it), its tokens
 	// and its tools.
@@ -112,7 +118,9 @@ func (e *Engine) addTaskLocked(command string) *task {
 	return t
 }
 
-// dispatchLocked starts pending tasks while there is room under the cap.
+// dispatchLocked starts pending tasks while there is room: under the
+// local cap, or on a worker host with a free slot (placeLocked). A task
+// that nowhere can take keeps waiting, with the reason when there is one.
 func (e *Engine) dispatchLocked() {
 	if e.paused || e.closing {
 		return
@@ -121,20 +129,21 @@ func (e *Engine) dispatchLocked() {
 		e.GovernorChanged() // the root decides what starts (admitLoop)
 		return
 	}
-	running := 0
-	for _, w := range e.workers {
-		if w.status == workerRunning || w.status == workerIdle {
-			running++
-		}
-	}
+	l := e.loadLocked()
 	for _, t := range e.tasks {
-		if running >= e.cfg.Workers {
+		if e.cfg.Hosts == nil && l.local >= e.cfg.Workers {
 			return
 		}
-		if t.status == taskPending && !t.planned && !e.budgetHoldsLocked(t) {
-			e.startLocked(t)
-			running++
+		if t.status != taskPending || t.planned || e.budgetHoldsLocked(t) {
+			continue
 		}
+		host, ok, why := e.placeLocked(t, l)
+		if !ok {
+			e.setWaitLocked(t, why)
+			continue
+		}
+		e.startLocked(t, host)
+		l.took(host)
 	}
 }
 
@@ -150,21 +159,27 @@ func (e *Engine) setTaskLocked(t *task, status, note string) {
 	e.changedLocked()
 }
 
-// startLocked spawns a worker for t and runs it on its own goroutine.
-func (e *Engine) startLocked(t *task) {
+// startLocked spawns a worker for t on worker host host ("" this
+// machine) and runs it on its own goroutine.
+func (e *Engine) startLocked(t *task, host string) {
 	e.nextWorker++
 	e.saveCounterLocked(counterWorker, e.nextWorker)
 	id := fmt.Sprintf("w%d", e.nextWorker)
 	ctx, cancel := context.WithCancelCause(context.Background())
 	w := &worker{id: id, name: id, status: workerRunning, taskID: t.id, startedAt: time.Now(), cancel: cancel,
-		provider: t.provider, model: t.model}
+		provider: t.provider, model: t.model, hostName: host}
 	w.lastActivity.Store(nowMs())
 	e.workers = append(e.workers, w)
 	e.workerByID[id] = w
 	t.worker = id
 	t.startedAt = time.Now()
+	t.waitReason = ""
 	beginRunLocked(w, t)
-	e.activityLocked(id, "spawned", t.id+": "+t.command)
+	where := ""
+	if host != "" {
+		where = " on " + host
+	}
+	e.activityLocked(id, "spawned", t.id+where+": "+t.command)
 	e.saveWorkerLocked(w)
 	e.setTaskLocked(t, taskRunning, "")
 

@@ -16,6 +16,7 @@ import (
 // WorkerInfo is a worker as the tools list it.
 type WorkerInfo struct {
 	ID, Status, TaskID, Task, Provider, Model, Branch string
+	Host                                              string // its worker host; "" for this machine
 	InputTokens, OutputTokens                         int64
 	LastActivity                                      string
 }
@@ -26,22 +27,23 @@ type TaskInfo struct {
 }
 
 // SpawnWorker queues a task for a new worker; the worker id is known once
-// it is dispatched ("" while the task waits for room under the cap).
-func (e *Engine) SpawnWorker(ctx context.Context, caller, text, prov, model, skill string) (taskID, workerID string, err error) {
+// it is dispatched ("" while the task waits for room under the cap, or for
+// a host that can take it).
+func (e *Engine) SpawnWorker(ctx context.Context, caller string, s Spawn) (taskID, workerID string, err error) {
 	var use record.SkillUse
-	if skill != "" {
+	if s.Skill != "" {
 		if e.cfg.Intel == nil {
 			return "", "", errors.New("skills need the intel store, which is unavailable in this fleet")
 		}
 		// Files and the database: without e.mu.
-		if use, err = e.cfg.Intel.Skill(ctx, skill); err != nil {
+		if use, err = e.cfg.Intel.Skill(ctx, s.Skill); err != nil {
 			return "", "", err
 		}
-		text = use.Apply(text)
+		s.Text = use.Apply(s.Text)
 	}
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	t, err := e.spawnLocked(caller, text, prov, model)
+	t, err := e.spawnLocked(caller, s)
 	if err != nil {
 		return "", "", err
 	}
@@ -56,7 +58,7 @@ func (e *Engine) Workers() []WorkerInfo {
 	var out []WorkerInfo
 	for _, w := range e.shownWorkersLocked() {
 		wi := WorkerInfo{ID: w.id, Status: w.status, TaskID: w.taskID, Provider: e.agentTypeLocked(w), Model: w.model,
-			Branch: w.branch, InputTokens: w.tokens.input, OutputTokens: w.tokens.output, LastActivity: w.lastTool}
+			Branch: w.branch, Host: w.hostName, InputTokens: w.tokens.input, OutputTokens: w.tokens.output, LastActivity: w.lastTool}
 		if t := e.taskByID[w.taskID]; t != nil {
 			wi.Task = oneLine(t.command, 300)
 		}

@@ -58,6 +58,10 @@ type SpawnRequest struct {
 	Provider string
 	Model    string
 	Skill    string // "" for none
+	// Host or Label (at most one) pins the worker to that worker host or to
+	// a host with that label; "" for none (the fleet places it).
+	Host  string
+	Label string
 }
 
 // SpawnResult names the worker and task SpawnWorker started.
@@ -75,6 +79,7 @@ type WorkerInfo struct {
 	Provider     string `json:"provider,omitempty"`
 	Model        string `json:"model,omitempty"`
 	Branch       string `json:"branch,omitempty"`
+	Host         string `json:"host,omitempty"` // the worker host it runs on; left out for the fleet's machine
 	InputTokens  int64  `json:"input_tokens"`
 	OutputTokens int64  `json:"output_tokens"`
 	LastActivity string `json:"last_activity,omitempty"`

@@ -343,8 +343,8 @@ func TestListToolsAndSchemas(t *testing.T) {
 	if p := prop(ToolSpawnWorker, "task"); p["type"] != "string" || p["minLength"] != 1.0 || !strings.Contains(p["description"].(string), "64 KiB") {
 		t.Errorf("spawn_worker task schema: %v", p)
 	}
-	for _, name := range []string{"provider", "model"} {
-		if p := prop(ToolSpawnWorker, name); p["type"] != "string" {
+	for _, name := range []string{"provider", "model", "skill", "host", "label"} {
+		if p := prop(ToolSpawnWorker, name); p["type"] != "string" || p["maxLength"] != float64(maxNameBytes) {
 			t.Errorf("spawn_worker %s schema: %v", name, p)
 		}
 	}
@@ -377,6 +377,15 @@ func TestToolsCallFleetAsTheTokensAgent(t *testing.T) {
 			}
 			if c := f.lastCall(t); c.Caller != agent || c.Spawn != (SpawnRequest{Task: "write the docs", Provider: "codex", Model: "gpt-6"}) {
 				t.Errorf("SpawnWorker call %+v", c)
+			}
+			// Pinned to a worker host, or to a host label.
+			okResult(t, callTool(t, cs, ToolSpawnWorker, map[string]any{"task": "train it", "host": " gpu-1 "}))
+			if c := f.lastCall(t); c.Spawn != (SpawnRequest{Task: "train it", Host: "gpu-1"}) {
+				t.Errorf("SpawnWorker call with a host %+v", c)
+			}
+			okResult(t, callTool(t, cs, ToolSpawnWorker, map[string]any{"task": "train it", "label": "gpu"}))
+			if c := f.lastCall(t); c.Spawn != (SpawnRequest{Task: "train it", Label: "gpu"}) {
+				t.Errorf("SpawnWorker call with a label %+v", c)
 			}
 
 			res = callTool(t, cs, ToolListWorkers, nil)
@@ -539,6 +548,9 @@ func TestBadArgumentsAreErrorResults(t *testing.T) {
 		{"spawn task over 64 KiB in bytes", ToolSpawnWorker, map[string]any{"task": tooLongMultibyte}, "64 KiB", false},
 		{"spawn unknown field", ToolSpawnWorker, map[string]any{"task": "x", "priority": 1}, "priority", false},
 		{"spawn provider with a newline", ToolSpawnWorker, map[string]any{"task": "x", "provider": "cla\nude"}, "provider", false},
+		{"spawn host with a newline", ToolSpawnWorker, map[string]any{"task": "x", "host": "h\n1"}, "host contains control characters", false},
+		{"spawn host and label", ToolSpawnWorker, map[string]any{"task": "x", "host": "h1", "label": "gpu"}, "give host or label, not both", false},
+		{"spawn label not a string", ToolSpawnWorker, map[string]any{"task": "x", "label": []string{"gpu"}}, "label", false},
 		{"read worker id too long", ToolReadWorkerOutput, map[string]any{"worker": strings.Repeat("w", 50_000)}, "maxLength", false},
 		{"read without worker", ToolReadWorkerOutput, map[string]any{"lines": 3}, "worker", false},
 		{"read lines over 500", ToolReadWorkerOutput, map[string]any{"worker": "w1", "lines": 501}, "lines", false},

@@ -61,6 +61,8 @@ type spawnIn struct {
 	Provider string `json:"provider,omitempty" jsonschema:"the agent CLI to run the worker with (claude, codex, copilot, local); leave it out for the fleet's default"`
 	Model    string `json:"model,omitempty" jsonschema:"the model for the worker; leave it out for the provider's default"`
 	Skill    string `json:"skill,omitempty" jsonschema:"a skill the worker follows (instructions kept in the repository's .fleet/skills/NAME.md); leave it out when none fits"`
+	Host     string `json:"host,omitempty" jsonschema:"the worker host (another machine joined to the fleet) the worker must run on; leave it out to let the fleet place it"`
+	Label    string `json:"label,omitempty" jsonschema:"a label (such as gpu) of the worker hosts the worker may run on; leave it out to let the fleet place it. Give host or label, not both"`
 }
 
 type spawnOut struct {
@@ -117,6 +119,8 @@ var (
 		p.str("provider", 0, maxNameBytes)
 		p.str("model", 0, maxNameBytes)
 		p.str("skill", 0, maxNameBytes)
+		p.str("host", 0, maxNameBytes)
+		p.str("label", 0, maxNameBytes)
 	})
 	noSchema   = inputSchema[noIn](nil)
 	readSchema = inputSchema[readIn](func(p props) {
@@ -193,24 +197,25 @@ func (s *Server) addTools(a *agent) {
 		Description: "Start a new worker agent on a task. The worker is a separate coding-agent session in its own git worktree and branch, " +
 			"working in parallel with you; it cannot see this conversation, so the task must be a complete, self-contained instruction. " +
 			"Returns the worker's and the task's ids at once, without waiting for the work. Use it to delegate independent pieces of work; " +
-			"to follow up with a worker you already have, use tell_worker instead. Leave provider and model out unless the task needs a specific one.",
+			"to follow up with a worker you already have, use tell_worker instead. Leave provider and model out unless the task needs a specific one, " +
+			"and host and label unless it must run on a particular worker host (say, one with a GPU).",
 		InputSchema: spawnSchema,
 		Annotations: additive,
 	}, func(ctx context.Context, caller string, in spawnIn) (*mcp.CallToolResult, spawnOut, error) {
 		if err := checkText("task", in.Task, maxTaskBytes); err != nil {
 			return nil, spawnOut{}, err
 		}
-		if err := checkName("provider", in.Provider, false); err != nil {
-			return nil, spawnOut{}, err
+		for _, f := range [][2]string{{"provider", in.Provider}, {"model", in.Model}, {"skill", in.Skill}, {"host", in.Host}, {"label", in.Label}} {
+			if err := checkName(f[0], f[1], false); err != nil {
+				return nil, spawnOut{}, err
+			}
 		}
-		if err := checkName("model", in.Model, false); err != nil {
-			return nil, spawnOut{}, err
-		}
-		if err := checkName("skill", in.Skill, false); err != nil {
-			return nil, spawnOut{}, err
+		if strings.TrimSpace(in.Host) != "" && strings.TrimSpace(in.Label) != "" {
+			return nil, spawnOut{}, errors.New("give host or label, not both: host names one worker host, label any host that has it")
 		}
 		r, err := s.current().SpawnWorker(ctx, caller, SpawnRequest{Task: in.Task, Provider: strings.TrimSpace(in.Provider),
-			Model: strings.TrimSpace(in.Model), Skill: strings.TrimSpace(in.Skill)})
+			Model: strings.TrimSpace(in.Model), Skill: strings.TrimSpace(in.Skill),
+			Host: strings.TrimSpace(in.Host), Label: strings.TrimSpace(in.Label)})
 		if err != nil {
 			return nil, spawnOut{}, fmt.Errorf("could not spawn the worker: %w", err)
 		}
@@ -222,7 +227,7 @@ func (s *Server) addTools(a *agent) {
 		Name:  ToolListWorkers,
 		Title: "List workers",
 		Description: "List every worker of the fleet: its id, status (running, idle, completed, failed, cancelled…), task, provider, model, " +
-			"branch, token usage and last activity. Use it to check progress and to find a worker's id before reading its output, " +
+			"branch, the worker host it runs on (when not the fleet's own machine), token usage and last activity. Use it to check progress and to find a worker's id before reading its output, " +
 			"sending it a follow-up or cancelling it. Long task texts are shortened.",
 		InputSchema: noSchema,
 		Annotations: readOnly,

@@ -79,6 +79,9 @@ type Worker struct {
 	InputTokens, OutputTokens, CacheReadTokens, CacheWriteTokens int64
 	// Prompt is the task text given to the agent.
 	Prompt string
+	// Host is the worker host it ran on; "" for the fleet's own machine.
+	// A follow-up turn runs there too.
+	Host string
 }
 
 // Counter is a named integer of the session, upserted by (session, Name):

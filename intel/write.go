@@ -42,8 +42,8 @@ func (st *stmts) prepare(ctx context.Context, db *sql.DB) error {
 		{&st.runDelete, `DELETE FROM runs WHERE id = ?`},
 		{&st.runInsert, `INSERT INTO runs (id, sid, worker, task_id, provider, model, task, kind, skill, skill_version,
 			shadow, repo, worktree, started_at, ended_at, at, outcome, exit_code, error, cause, class, error_key, ok, judged,
-			input_tokens, output_tokens, cache_read_tokens, cache_write_tokens)
-			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`},
+			input_tokens, output_tokens, cache_read_tokens, cache_write_tokens, host)
+			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`},
 		{&st.tool, `INSERT INTO run_tools (rid, tool, count) VALUES (?, ?, ?)
 			ON CONFLICT (rid, tool) DO UPDATE SET count = count + excluded.count`},
 		{&st.steering, `INSERT INTO steering (sid, source, text, target, created_at, deny_key) VALUES (?, ?, ?, ?, ?, ?)`},
@@ -183,7 +183,7 @@ func (b *batch) run(ctx context.Context, r *record.Run) error {
 		clip(r.Task, record.MaxText), taskKind(r.Task, skill), skill, r.SkillVersion, clip(r.Shadow, record.MaxText),
 		clip(r.Repo, record.MaxText), clip(r.Worktree, record.MaxText), r.StartedAt, r.EndedAt, at, outcome, r.ExitCode,
 		clip(r.Error, record.MaxText), clip(r.Cause, record.MaxText), class, errorKey(*r, class), ok, judged,
-		r.InputTokens, r.OutputTokens, r.CacheReadTokens, r.CacheWriteTokens)
+		r.InputTokens, r.OutputTokens, r.CacheReadTokens, r.CacheWriteTokens, clip(r.Host, record.MaxText))
 	if err != nil {
 		return err
 	}

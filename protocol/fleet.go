@@ -85,6 +85,9 @@ type FleetWorkerSummary struct {
 	// how its work stands against the base branch. Absent for a worker
 	// without a worktree and until the fleet first read it.
 	Git *WorkerGit `json:"git,omitempty"`
+	// Host is an extension (docs/protocol-decisions.md): the worker host
+	// the worker runs on. Absent for a worker on the fleet's own machine.
+	Host string `json:"host,omitempty"`
 }
 
 // MaxWorkerGitFiles bounds WorkerGit.Files in a fleetState; filesChanged

@@ -77,12 +77,12 @@ const sessionCols = `sid, id, name, cwd, provider, model, mode, repo_root, start
 
 // workerCols are the columns of a history.Worker, in scanWorker's order.
 const workerCols = `id, task_id, status, worktree_path, branch, base_commit, started_at, ended_at, last_activity_at,
-	tool_uses, provider, model, agent_session_id, input_tokens, output_tokens, cache_read_tokens, cache_write_tokens, prompt`
+	tool_uses, provider, model, agent_session_id, input_tokens, output_tokens, cache_read_tokens, cache_write_tokens, prompt, host`
 
 func scanWorker(r rowScanner, w *Worker) error {
 	return r.Scan(&w.ID, &w.TaskID, &w.Status, &w.WorktreePath, &w.Branch, &w.BaseCommit, &w.StartedAt, &w.EndedAt,
 		&w.LastActivityAt, &w.ToolUses, &w.Provider, &w.Model, &w.AgentSessionID, &w.InputTokens, &w.OutputTokens,
-		&w.CacheReadTokens, &w.CacheWriteTokens, &w.Prompt)
+		&w.CacheReadTokens, &w.CacheWriteTokens, &w.Prompt, &w.Host)
 }
 
 type rowScanner interface{ Scan(...any) error }

@@ -45,8 +45,8 @@ var stmtSQL = [nStmts]string{
 			planned = excluded.planned`,
 	stWorker: `INSERT INTO workers (sid, id, task_id, status, worktree_path, branch, base_commit, started_at, ended_at,
 			last_activity_at, tool_uses, provider, model, agent_session_id, input_tokens, output_tokens,
-			cache_read_tokens, cache_write_tokens, prompt)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+			cache_read_tokens, cache_write_tokens, prompt, host)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
 		ON CONFLICT (sid, id) DO UPDATE SET task_id = excluded.task_id, status = excluded.status,
 			worktree_path = excluded.worktree_path, branch = excluded.branch, base_commit = excluded.base_commit,
 			started_at = excluded.started_at, ended_at = excluded.ended_at,
@@ -54,7 +54,7 @@ var stmtSQL = [nStmts]string{
 			provider = excluded.provider, model = excluded.model, agent_session_id = excluded.agent_session_id,
 			input_tokens = excluded.input_tokens, output_tokens = excluded.output_tokens,
 			cache_read_tokens = excluded.cache_read_tokens, cache_write_tokens = excluded.cache_write_tokens,
-			prompt = excluded.prompt`,
+			prompt = excluded.prompt, host = excluded.host`,
 	stCounter: `INSERT INTO counters (sid, name, value) VALUES (?, ?, ?)
 		ON CONFLICT (sid, name) DO UPDATE SET value = excluded.value`,
 	stCoordinator: `UPDATE sessions SET coordinator_provider = ?, coordinator_model = ?, coordinator_session_id = ?
@@ -395,7 +395,7 @@ func (s *Store) writeLocked(ctx context.Context, sid int64, recs []Record, o wri
 			w := r.Worker
 			_, err := b.stmt(s, tx, stWorker).Exec(sid, w.ID, w.TaskID, w.Status, w.WorktreePath, w.Branch,
 				w.BaseCommit, w.StartedAt, w.EndedAt, w.LastActivityAt, w.ToolUses, w.Provider, w.Model,
-				w.AgentSessionID, w.InputTokens, w.OutputTokens, w.CacheReadTokens, w.CacheWriteTokens, w.Prompt)
+				w.AgentSessionID, w.InputTokens, w.OutputTokens, w.CacheReadTokens, w.CacheWriteTokens, w.Prompt, w.Host)
 			if err != nil {
 				return err
 			}

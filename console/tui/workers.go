@@ -2,6 +2,7 @@ package tui
 
 import (
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -192,6 +193,19 @@ var workerCols = []column{
 	{title: "TIME", min: 5, max: 7, drop: 6, right: true},
 }
 
+// hostCol is the worker host a worker runs on, after AGENT: the table
+// shows it only when some worker runs on one, so a fleet without hosts
+// looks as it always did. It goes after TOOLS, TOKENS and ACTIVITY.
+var hostCol = column{title: "HOST", min: 4, max: 16, drop: 5}
+
+// withHost returns workerCols with hostCol after AGENT.
+func withHost() []column { return slices.Insert(slices.Clone(workerCols), 3, hostCol) }
+
+// anyHost reports whether some row's worker runs on a worker host.
+func anyHost(rows []workerRow) bool {
+	return slices.ContainsFunc(rows, func(r workerRow) bool { return r.w != nil && r.w.Host != "" })
+}
+
 // tableBody draws the table and, when there is room, the selected
 // worker's details.
 func (t *workersTab) tableBody(m *Model, f *fleet, w, h int) []string {
@@ -204,9 +218,14 @@ func (t *workersTab) tableBody(m *Model, f *fleet, w, h int) []string {
 		return []string{"", "  no workers yet"}
 	}
 	now := m.now()
+	cols, hosted := workerCols, anyHost(rows)
+	if hosted {
+		cols = withHost()
+	}
 	cells := make([][]string, len(rows))
 	for i, r := range rows {
 		c := []string{oneLine(r.ref()), oneLine(r.status), "", "", "", "", "", "", ""}
+		host := ""
 		if s := r.w; s != nil {
 			c[2] = oneLine(s.AgentType)
 			c[3] = oneLine(s.TaskID)
@@ -215,11 +234,15 @@ func (t *workersTab) tableBody(m *Model, f *fleet, w, h int) []string {
 			c[6] = fmtTokens(s.TokenCount)
 			c[7] = firstLine(s.RecentActivity)
 			c[8] = workerDuration(s, now)
+			host = oneLine(s.Host)
+		}
+		if hosted {
+			c = slices.Insert(c, 3, host)
 		}
 		cells[i] = c
 	}
 	_, sel, _ := t.selected(f)
-	header, lines := m.table(workerCols, cells, w-2, func(row, col int, s string) string {
+	header, lines := m.table(cols, cells, w-2, func(row, col int, s string) string {
 		if col == 1 {
 			return st.status(rows[row].status, s)
 		}
@@ -259,6 +282,9 @@ func (m *Model) workerPanel(f *fleet, r workerRow, w, h int) []string {
 		var p []string
 		if s.AgentType != "" {
 			p = append(p, oneLine(s.AgentType))
+		}
+		if s.Host != "" {
+			p = append(p, "on "+oneLine(s.Host))
 		}
 		if s.TaskID != "" {
 			p = append(p, "task "+oneLine(s.TaskID))

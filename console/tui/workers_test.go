@@ -113,3 +113,31 @@ func TestApplyRunsFleetApply(t *testing.T) {
 		t.Errorf("n still ran: %+v", acts)
 	}
 }
+
+// The HOST column appears only when some worker runs on a worker host
+// (every other golden has none and no such column); the selected remote
+// worker's details say where it runs.
+func TestHostColumnOnlyWithHosts(t *testing.T) {
+	m, _ := loaded(false)
+	m.Resize(120, 40)
+	mustNotContain(t, m.View(), "HOST")
+
+	fs := fleetState()
+	fs.Workers[0].Host = "gpu-1"
+	m.Apply("f1", fs, false)
+	s := golden(t, "workers_hosts_120x40", m, 120, 40)
+	header := lines(s)[3]
+	if a, h, tk := strings.Index(header, "AGENT"), strings.Index(header, "HOST"), strings.Index(header, "TASK"); !(a >= 0 && a < h && h < tk) {
+		t.Errorf("header %q: want AGENT, HOST, TASK in that order", header)
+	}
+	mustContain(t, s, "coder  gpu-1 t-2", "coder · on gpu-1 · task t-2")
+	for _, w := range []int{80, 60, 45, 30} { // narrower: NAME, STATUS and TASK stay
+		m.Resize(w, 24)
+		header := lines(m.View())[3]
+		for _, col := range []string{"NAME", "STATUS", "TASK"} {
+			if !strings.Contains(header, col) {
+				t.Errorf("width %d: header %q lacks %s", w, header, col)
+			}
+		}
+	}
+}

@@ -44,7 +44,8 @@ type Run struct {
 	Shadow       string
 	Repo         string // repository top level; "" outside git
 	Worktree     string
-	StartedAt    int64 // epoch ms
+	Host         string // the worker host it ran on; "" for the fleet's own machine
+	StartedAt    int64  // epoch ms
 	EndedAt      int64
 	Outcome      string // OutcomeCompleted, OutcomeFailed, OutcomeCancelled
 	ExitCode     int
