@@ -13,6 +13,7 @@ import (
 
 	"github.com/agents-fleet/fleet/config"
 	"github.com/agents-fleet/fleet/hosts"
+	"github.com/agents-fleet/fleet/hosts/naming"
 )
 
 // appliedWait bounds how long a hosts command waits for the running fleet
@@ -128,13 +129,13 @@ one address. A running fleet takes the new host in at once.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			name := args[0]
-			if err := hosts.CheckName(name); err != nil {
+			if err := naming.CheckName(name); err != nil {
 				return usageErr("%v", err)
 			}
-			if err := hosts.CheckSlots(slots); err != nil {
+			if err := naming.CheckSlots(slots); err != nil {
 				return usageErr("--slots: %v", err)
 			}
-			ls, err := hosts.ParseLabels(labels)
+			ls, err := naming.ParseLabels(labels)
 			if err != nil {
 				return usageErr("--labels: %v", err)
 			}
@@ -181,7 +182,7 @@ one address. A running fleet takes the new host in at once.`,
 		},
 	}
 	f := cmd.Flags()
-	f.IntVar(&slots, "slots", hosts.DefaultSlots, "how many workers the host runs at once (the host's --slots overrides it)")
+	f.IntVar(&slots, "slots", naming.DefaultSlots, "how many workers the host runs at once (the host's --slots overrides it)")
 	f.StringVar(&labels, "labels", "", "labels for placement, comma-separated (a-z, 0-9, '.', '_', '-')")
 	f.StringVar(&out, "out", "", "where to write the join file: a new file, or - for stdout (default NAME.join here)")
 	f.StringVar(&advertise, "advertise", "", "the host:port hosts dial (default hosts.advertise, else the running fleet's, else hosts.listen)")

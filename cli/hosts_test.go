@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/agents-fleet/fleet/hosts"
+	"github.com/agents-fleet/fleet/hosts/naming"
 )
 
 // TestHostsCommands: enrol, list, drain and remove with no fleet running,
@@ -41,7 +42,7 @@ func TestHostsCommands(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if j, err := hosts.ParseJoinFile([]byte(out)); err != nil || j.Name != "h2" || j.Slots != hosts.DefaultSlots {
+	if j, err := hosts.ParseJoinFile([]byte(out)); err != nil || j.Name != "h2" || j.Slots != naming.DefaultSlots {
 		t.Fatalf("join file on stdout: %+v %v\n%s", j, err, out)
 	}
 

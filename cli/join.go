@@ -14,6 +14,7 @@ import (
 	"github.com/agents-fleet/fleet/daemon"
 	"github.com/agents-fleet/fleet/hostagent"
 	"github.com/agents-fleet/fleet/hosts"
+	"github.com/agents-fleet/fleet/hosts/naming"
 )
 
 func newJoinCmd() *cobra.Command {
@@ -50,13 +51,13 @@ docs/hosts.md.`,
 			}
 			cfg := hostagent.Config{Join: j, Version: Version, Env: os.Environ()}
 			if cmd.Flags().Changed("slots") {
-				if err := hosts.CheckSlots(slots); err != nil {
+				if err := naming.CheckSlots(slots); err != nil {
 					return usageErr("--slots: %v", err)
 				}
 				cfg.Slots = slots
 			}
 			if cmd.Flags().Changed("labels") {
-				if cfg.Labels, err = hosts.ParseLabels(labels); err != nil {
+				if cfg.Labels, err = naming.ParseLabels(labels); err != nil {
 					return usageErr("--labels: %v", err)
 				}
 				if cfg.Labels == nil {

@@ -16,7 +16,8 @@ type fleetTools struct{ e *engine.Engine }
 var _ fleetmcp.Fleet = fleetTools{}
 
 func (f fleetTools) SpawnWorker(ctx context.Context, caller string, r fleetmcp.SpawnRequest) (fleetmcp.SpawnResult, error) {
-	task, worker, err := f.e.SpawnWorker(ctx, caller, r.Task, r.Provider, r.Model, r.Skill)
+	task, worker, err := f.e.SpawnWorker(ctx, caller, engine.Spawn{Text: r.Task, Provider: r.Provider, Model: r.Model,
+		Skill: r.Skill, Host: r.Host, Label: r.Label})
 	return fleetmcp.SpawnResult{WorkerID: worker, TaskID: task}, err
 }
 
@@ -25,7 +26,7 @@ func (f fleetTools) Workers(context.Context) []fleetmcp.WorkerInfo {
 	out := make([]fleetmcp.WorkerInfo, 0, len(ws))
 	for _, w := range ws {
 		out = append(out, fleetmcp.WorkerInfo{ID: w.ID, Status: w.Status, TaskID: w.TaskID, Task: w.Task,
-			Provider: w.Provider, Model: w.Model, Branch: w.Branch, InputTokens: w.InputTokens,
+			Provider: w.Provider, Model: w.Model, Branch: w.Branch, Host: w.Host, InputTokens: w.InputTokens,
 			OutputTokens: w.OutputTokens, LastActivity: w.LastActivity})
 	}
 	return out

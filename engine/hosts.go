@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/agents-fleet/fleet/hosts"
+	"github.com/agents-fleet/fleet/hosts/naming"
 	"github.com/agents-fleet/fleet/provider"
 )
 
@@ -165,9 +165,9 @@ func (e *Engine) checkPinLocked(host, label string) error {
 	case e.cfg.Governor != nil:
 		return errors.New("workers run on hosts in legacy sessions only; this session has a native root")
 	case host != "":
-		return hosts.CheckName(host)
+		return naming.CheckName(host)
 	}
-	return hosts.CheckLabels([]string{label})
+	return naming.CheckLabels([]string{label})
 }
 
 // checkPlacement panics on a Config.Placement that is none of the

@@ -26,6 +26,7 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/agents-fleet/fleet/hosts"
+	"github.com/agents-fleet/fleet/hosts/naming"
 	"github.com/agents-fleet/fleet/provider"
 	"github.com/agents-fleet/fleet/registry"
 )
@@ -115,10 +116,10 @@ func Start(ctx context.Context, cfg Config) (*Agent, error) {
 	if cfg.Labels == nil {
 		cfg.Labels = j.Labels
 	}
-	if err := hosts.CheckSlots(cfg.Slots); err != nil {
+	if err := naming.CheckSlots(cfg.Slots); err != nil {
 		return nil, fmt.Errorf("--slots: %w", err)
 	}
-	if err := hosts.CheckLabels(cfg.Labels); err != nil {
+	if err := naming.CheckLabels(cfg.Labels); err != nil {
 		return nil, fmt.Errorf("--labels: %w", err)
 	}
 	if cfg.WorkDir == "" {

@@ -4,6 +4,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+
+	"github.com/agents-fleet/fleet/hosts/naming"
 )
 
 // Provider is a worker kind a host can run, as it reports it: the local
@@ -53,10 +55,10 @@ func DecodeHeartbeat(data []byte) (Heartbeat, error) {
 	if err := json.Unmarshal(data, &hb); err != nil {
 		return Heartbeat{}, fmt.Errorf("heartbeat: %w", err)
 	}
-	if err := CheckSlots(hb.Slots); err != nil {
+	if err := naming.CheckSlots(hb.Slots); err != nil {
 		return Heartbeat{}, fmt.Errorf("heartbeat: %w", err)
 	}
-	if err := CheckLabels(hb.Labels); err != nil {
+	if err := naming.CheckLabels(hb.Labels); err != nil {
 		return Heartbeat{}, fmt.Errorf("heartbeat: %w", err)
 	}
 	if len(hb.Providers) > maxProviders {
@@ -67,7 +69,7 @@ func DecodeHeartbeat(data []byte) (Heartbeat, error) {
 			return Heartbeat{}, errors.New("heartbeat: a provider without a name, or with an over-long name or version")
 		}
 	}
-	if hb.Running < 0 || hb.Running > MaxSlots || len(hb.Instance) > 64 || len(hb.Version) > 256 {
+	if hb.Running < 0 || hb.Running > naming.MaxSlots || len(hb.Instance) > 64 || len(hb.Version) > 256 {
 		return Heartbeat{}, errors.New("heartbeat: running, instance or version out of bounds")
 	}
 	return hb, nil

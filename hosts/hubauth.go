@@ -58,7 +58,7 @@ func accountsConf(reg Registry) string {
 	var b strings.Builder
 	b.WriteString("accounts {\n  \"" + fleetAccount + "\": {}\n")
 	for _, h := range reg.Hosts {
-		// Names are checked (CheckName): nothing here needs quoting.
+		// Names are checked (naming.CheckName): nothing here needs quoting.
 		fmt.Fprintf(&b, "  %q: { jetstream: { max_streams: %d, max_consumers: %d }, limits: { max_leafnodes: %d } }\n",
 			AccountName(h.Name), hostMaxStreams, hostMaxConsumers, hostMaxLeafs)
 	}

@@ -11,6 +11,7 @@ import (
 	"github.com/nats-io/nkeys"
 
 	"github.com/agents-fleet/fleet/config"
+	"github.com/agents-fleet/fleet/hosts/naming"
 )
 
 // JoinFile is what `fleet hosts add` writes and `fleet join` reads: where
@@ -110,7 +111,7 @@ func ParseJoinFile(data []byte) (JoinFile, error) {
 	if j.Version != joinVersion {
 		return JoinFile{}, fmt.Errorf("format version %d; this fleet reads %d", j.Version, joinVersion)
 	}
-	if err := CheckName(j.Name); err != nil {
+	if err := naming.CheckName(j.Name); err != nil {
 		return JoinFile{}, err
 	}
 	if err := checkHubAddr(j.Hub); err != nil {
@@ -128,10 +129,10 @@ func ParseJoinFile(data []byte) (JoinFile, error) {
 	if err != nil || !nkeys.IsValidPublicUserKey(pub) {
 		return JoinFile{}, errors.New("seed: not a user NKey seed")
 	}
-	if err := CheckSlots(j.Slots); err != nil {
+	if err := naming.CheckSlots(j.Slots); err != nil {
 		return JoinFile{}, err
 	}
-	if err := CheckLabels(j.Labels); err != nil {
+	if err := naming.CheckLabels(j.Labels); err != nil {
 		return JoinFile{}, err
 	}
 	return j, nil

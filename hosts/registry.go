@@ -9,6 +9,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/agents-fleet/fleet/hosts/naming"
 	"github.com/nats-io/nkeys"
 )
 
@@ -67,7 +68,7 @@ func LoadRegistry(dir string) (Registry, error) {
 		return Registry{}, fmt.Errorf("%s: format version %d; this fleet reads %d", path, r.Version, registryVersion)
 	}
 	for _, h := range r.Hosts {
-		if err := CheckName(h.Name); err != nil {
+		if err := naming.CheckName(h.Name); err != nil {
 			return Registry{}, fmt.Errorf("%s: %w", path, err)
 		}
 		if !nkeys.IsValidPublicUserKey(h.NKey) {
@@ -112,13 +113,13 @@ var (
 // succeeded, saves the host. All under the hosts lock, so that concurrent
 // enrolments lose nothing. It returns the registry's new generation.
 func Enrol(dir string, e Enrolment, write func(JoinFile) error) (int64, error) {
-	if err := CheckName(e.Name); err != nil {
+	if err := naming.CheckName(e.Name); err != nil {
 		return 0, err
 	}
-	if err := CheckSlots(e.Slots); err != nil {
+	if err := naming.CheckSlots(e.Slots); err != nil {
 		return 0, err
 	}
-	if err := CheckLabels(e.Labels); err != nil {
+	if err := naming.CheckLabels(e.Labels); err != nil {
 		return 0, err
 	}
 	if err := checkHubAddr(e.Hub); err != nil {
