@@ -124,7 +124,14 @@ type Hosts struct {
 	Advertise string `json:"advertise,omitempty"`
 	// LeaseMs: a host not heard from for this long is lost; default 15000.
 	LeaseMs *int `json:"leaseMs,omitempty"`
+	// Placement says where workers go: "local-first" (the default: the
+	// fleet's own slots, then hosts), "spread" (the least loaded of the
+	// fleet and its hosts) or "hosts-only".
+	Placement string `json:"placement,omitempty"`
 }
+
+// Placements are the values of hosts.placement.
+var Placements = []string{"local-first", "spread", "hosts-only"}
 
 // HostsLease is how long a host may go unheard before it is lost.
 func (f File) HostsLease() time.Duration {
@@ -479,6 +486,9 @@ func (f File) validate() error {
 		if err := CheckHostsAdvertise(a); err != nil {
 			return fmt.Errorf("field \"hosts.advertise\": %w", err)
 		}
+	}
+	if p := f.Hosts.Placement; p != "" && !slices.Contains(Placements, p) {
+		return fmt.Errorf("field \"hosts.placement\" must be one of %s, got %q", strings.Join(Placements, ", "), p)
 	}
 	if l := f.Hosts.LeaseMs; l != nil && (*l < 1000 || *l > 600000) {
 		return fmt.Errorf("field \"hosts.leaseMs\" must be between 1000 and 600000, got %d", *l)

@@ -35,6 +35,10 @@ type HubConfig struct {
 	Advertise string
 	Lease     time.Duration // a host not heard from for this long is lost; default DefaultLease
 	Logger    *slog.Logger  // default: discard
+	// OnChange, when set, is called (on the hub's own goroutine, within
+	// about a second) when a host's state changed: up, lost, draining,
+	// added or removed. It must not block.
+	OnChange func()
 }
 
 // Hub is the fleet's end of the hosts: an embedded NATS server with

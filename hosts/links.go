@@ -118,6 +118,9 @@ func (h *Hub) apply(reg Registry) error {
 	}
 	h.mu.Unlock()
 	h.writeStatus()
+	if h.cfg.OnChange != nil {
+		h.cfg.OnChange()
+	}
 	return errors.Join(errs...)
 }
 
@@ -275,7 +278,9 @@ func (h *Hub) statusLoop() {
 		case <-h.ctx.Done():
 			return
 		case <-tick.C:
-			h.logStates()
+			if h.logStates() && h.cfg.OnChange != nil {
+				h.cfg.OnChange()
+			}
 			if h.dirty.Swap(false) {
 				h.writeStatus()
 			}
@@ -283,16 +288,19 @@ func (h *Hub) statusLoop() {
 	}
 }
 
-// logStates logs the hosts whose state changed since last logged.
-func (h *Hub) logStates() {
+// logStates logs the hosts whose state changed since last logged, and
+// reports whether any did.
+func (h *Hub) logStates() bool {
 	now := time.Now()
 	h.mu.Lock()
 	defer h.mu.Unlock()
+	changed := false
 	for _, l := range h.links {
 		s := h.view().state(l.host, l.seen, now)
 		if s == l.state {
 			continue
 		}
+		changed = true
 		switch s {
 		case StateUp:
 			h.log.Info("host up", "host", l.name, "address", l.seen.Address, "slots", l.seen.Slots, "providers", len(l.seen.Providers))
@@ -303,6 +311,7 @@ func (h *Hub) logStates() {
 		}
 		l.state = s
 	}
+	return changed
 }
 
 // statusLocked is status.json now; h.mu must be held.
