@@ -53,6 +53,7 @@ func init() {
 		{"/loop", "/loop [N] <command>", "Repeat a command until it exits 0, at most N attempts (default 5).", "tasks", (*Engine).cmdLoop},
 		{"/clean", "/clean [worker...] [--force [--delete-branch]]", "Remove finished workers' worktrees; unmerged or dirty ones only with --force, which keeps the branch.", "workers", (*Engine).cmdClean},
 		{"/spawn", spawnUsage, "Start a worker on TEXT directly, without the coordinator (following skill NAME; on worker host NAME or a host with label L).", "workers", (*Engine).cmdSpawn},
+		{"/retry", "/retry TASK", "Start a failed task again, on its worker from that worker's branch (placed afresh).", "tasks", (*Engine).cmdRetry},
 		{"/tell", "/tell WORKER TEXT", "Send a follow-up turn to a worker (resuming its agent session if it settled).", "workers", (*Engine).cmdTell},
 		{"/diff", "/diff WORKER [--stat] [PATH...]", "Show a worker's change against its base branch (committed and uncommitted).", "workers", (*Engine).cmdDiff},
 		{"/merge", "/merge WORKER [--squash|--rebase] [--into BRANCH]", "Merge a settled worker's branch into its base branch (refused, changing nothing, on conflicts or a dirty target).", "workers", (*Engine).cmdMerge},

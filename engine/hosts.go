@@ -27,6 +27,12 @@ type Hosts interface {
 	Provider(host, prov string) provider.Provider
 }
 
+// ErrNotStarted is wrapped by a host provider's Start error when the
+// worker never started on the host (the host was lost before it took the
+// claim, and the claim was taken back): the task goes back to the queue
+// instead of failing.
+var ErrNotStarted = errors.New("the worker never started on its host")
+
 // HostSlots is a host that can take workers, and how many at once.
 type HostSlots struct {
 	Name  string

@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 	"errors"
+	"fmt"
 	"maps"
 	"os"
 	"path/filepath"
@@ -373,5 +374,79 @@ func TestPlaceReasons(t *testing.T) {
 				t.Errorf("placed on %q (%v), why %q; want it to wait, why %q", host, ok, why, c.want)
 			}
 		})
+	}
+}
+
+// notStarted is a host provider whose first Start says the host was lost
+// before it took the claim; later ones run the real local provider.
+type notStarted struct {
+	mu    sync.Mutex
+	calls int
+}
+
+func (p *notStarted) Name() string { return "local" }
+
+func (p *notStarted) Start(ctx context.Context, spec provider.Spec, h provider.Host) (provider.Session, error) {
+	p.mu.Lock()
+	p.calls++
+	first := p.calls == 1
+	p.mu.Unlock()
+	if first {
+		return nil, fmt.Errorf("host h1 lost: not heard from for 15s: %w", ErrNotStarted)
+	}
+	return (&local.Provider{}).Start(ctx, spec, h)
+}
+
+type oneProviderHosts struct {
+	*testHosts
+	p provider.Provider
+}
+
+func (h oneProviderHosts) Provider(host, prov string) provider.Provider { return h.p }
+
+// A worker that never started on its host (the claim was taken back)
+// does not fail its task: the task goes back to the queue and starts on a
+// new worker.
+func TestNotStartedGoesBackToTheQueue(t *testing.T) {
+	hs := oneProviderHosts{newTestHosts(testHost{name: "h1", slots: 1}), &notStarted{}}
+	e, rec := newEngine(t, func(c *Config) { c.Workers = 1; c.Cwd = t.TempDir(); c.Hosts = hs; c.Placement = PlacementHostsOnly })
+	e.Prompt("test", "$ echo ran")
+	rec.waitFor("t1 back in the queue", activity("task.updated", "t1 pending: back in the queue: start local: host h1 lost"))
+	rec.waitFor("t1 done on w2", activity("task.updated", "t1 done"))
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if w1, t1 := e.workerByID["w1"], e.taskByID["t1"]; w1.status != workerFailed || t1.worker != "w2" {
+		t.Fatalf("w1 %s, t1 on %q; want w1 failed and t1 on w2", w1.status, t1.worker)
+	}
+}
+
+// /retry starts a failed task again as a new task on the same worker,
+// placed afresh: the host it failed on is gone, another takes it.
+func TestRetryRunsOnTheFailedWorkerPlacedAfresh(t *testing.T) {
+	hs := newTestHosts(testHost{name: "h1", slots: 1})
+	dir := t.TempDir()
+	e, rec := newEngine(t, func(c *Config) { c.Workers = 1; c.Cwd = dir; c.Hosts = hs; c.Placement = PlacementHostsOnly })
+	e.Prompt("test", "$ test -e fixed || exit 3")
+	rec.waitFor("t1 failed", activity("task.updated", "t1 failed"))
+	if r := replyTo(t, e, rec, "/retry t9"); !strings.Contains(r.Text, `No task "t9"`) {
+		t.Fatalf("/retry t9: %q", r.Text)
+	}
+	hs.mu.Lock()
+	hs.up = []testHost{{name: "h2", slots: 1}}
+	hs.mu.Unlock()
+	os.WriteFile(filepath.Join(dir, "fixed"), nil, 0o644)
+	if r := replyTo(t, e, rec, "/retry t1"); !strings.HasPrefix(r.Text, "t2 retries t1") {
+		t.Fatalf("/retry t1: %q", r.Text)
+	}
+	rec.waitFor("t2 done", activity("task.updated", "t2 done"))
+	e.mu.Lock()
+	t2, w1, n := e.taskByID["t2"], e.workerByID["w1"], len(e.workers)
+	ranOn, host := t2.worker, w1.hostName
+	e.mu.Unlock()
+	if ranOn != "w1" || host != "h2" || n != 1 {
+		t.Fatalf("t2 ran on %q, w1 on %q, %d workers; want t2 on w1 on h2, one worker", ranOn, host, n)
+	}
+	if r := replyTo(t, e, rec, "/retry t2"); !strings.Contains(r.Text, "t2 is done") {
+		t.Fatalf("/retry t2: %q", r.Text)
 	}
 }

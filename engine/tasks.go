@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -52,6 +53,9 @@ type task struct {
 	// The worker host (pinHost) or a host label (pinLabel) it must run on
 	// (/spawn --host|--label, spawn_worker); "" for none.
 	pinHost, pinLabel string
+	// retryOf is the settled worker a /retry continues: the task runs
+	// there, from its branch, when that worker's worktree is still there.
+	retryOf string
 	// Native sessions: recorded in the root yet. waitReason is why it
 	// waits: the native root, a token budget, or no host that can take it.
 	reserved   bool
@@ -162,6 +166,12 @@ func (e *Engine) setTaskLocked(t *task, status, note string) {
 // startLocked spawns a worker for t on worker host host ("" this
 // machine) and runs it on its own goroutine.
 func (e *Engine) startLocked(t *task, host string) {
+	if w := e.retriedWorkerLocked(t); w != nil {
+		// A fresh conversation: the old one may live on a host that is gone.
+		w.hostName, w.agentSession, t.waitReason = host, "", ""
+		e.resumeWorkerLocked(w, t)
+		return
+	}
 	e.nextWorker++
 	e.saveCounterLocked(counterWorker, e.nextWorker)
 	id := fmt.Sprintf("w%d", e.nextWorker)
@@ -202,6 +212,10 @@ func (e *Engine) settle(w *worker, t *task, res provider.TurnEnded) {
 	w.host = nil
 	e.broker.cancelForTaskLocked(t.id)
 	dur := w.endedAt.Sub(w.startedAt).Round(time.Millisecond)
+	if errors.Is(res.Err, ErrNotStarted) && !t.cancelled && !e.closing {
+		e.requeueLocked(w, t, res.Err)
+		return
+	}
 	e.recordRunLocked(w, t, res)
 	if res.Err == nil {
 		w.status = workerCompleted
@@ -226,6 +240,58 @@ func (e *Engine) settle(w *worker, t *task, res provider.TurnEnded) {
 			ExitCode: res.ExitCode, Failed: res.Err != nil, At: w.endedAt})
 	}
 	e.runFollowUpsLocked(w, t)
+	e.dispatchLocked()
+}
+
+// retriedWorkerLocked is the settled worker t retries, or nil when t is
+// no retry or that worker cannot take it (its worktree went, or it is busy).
+func (e *Engine) retriedWorkerLocked(t *task) *worker {
+	w := e.workerByID[t.retryOf]
+	if w == nil || w.cleaning || w.landing || (w.status != workerCompleted && w.status != workerFailed) ||
+		(e.cfg.Workspaces != nil && w.worktreePath == "") {
+		return nil
+	}
+	return w
+}
+
+// cmdRetry starts a failed task again as a new task: on the worker it
+// failed on, from that worker's branch (what its last turn left), placed
+// afresh: its host may be the one that was lost.
+func (e *Engine) cmdRetry(args string) (string, error) {
+	id := strings.TrimSpace(args)
+	t := e.taskByID[id]
+	switch {
+	case id == "":
+		return "", failure("Usage: /retry TASK")
+	case t == nil:
+		return "", failf("No task %q. /tasks lists them.", id)
+	case t.status != taskFailed:
+		return "", failf("%s is %s; /retry starts a failed task again.", id, t.status)
+	case e.closing:
+		return "", errShutdown
+	}
+	nt := e.addTaskLocked(t.command)
+	nt.provider, nt.model, nt.from, nt.pinHost, nt.pinLabel = t.provider, t.model, "operator", t.pinHost, t.pinLabel
+	from := ""
+	if w := e.workerByID[t.worker]; w != nil {
+		nt.retryOf = w.id
+		if e.retriedWorkerLocked(nt) != nil && w.branch != "" {
+			from = " on " + w.id + ", from " + w.branch
+		}
+	}
+	e.dispatchLocked()
+	return fmt.Sprintf("%s retries %s%s.", nt.id, t.id, from), nil
+}
+
+// requeueLocked puts t back in the queue when its worker never started
+// (its host was lost before it took the claim): the worker fails, saying
+// so, and the task goes to the next free slot, here or on another host.
+func (e *Engine) requeueLocked(w *worker, t *task, why error) {
+	w.status = workerFailed
+	e.activityLocked(w.id, "failed", fmt.Sprintf("%s never started: %s; %s goes back to the queue", w.id, why, t.id))
+	e.saveWorkerLocked(w)
+	t.worker = ""
+	e.setTaskLocked(t, taskPending, "back in the queue: "+why.Error())
 	e.dispatchLocked()
 }
 
