@@ -33,7 +33,10 @@ TLS checked against the fleet's CA alone and the host's own credential, and
 tries again for ever while the link is down. It tells the fleet its slots,
 labels and the providers it can run (the local shell, and claude, codex and
 copilot when their CLIs are found, as config.json's providers on this
-machine say), every third of the fleet's lease. SIGINT or SIGTERM stop it.
+machine say), every third of the fleet's lease. It runs the workers the
+fleet places on it, each in a worktree under --work-dir, and sends their
+work back by git after every turn. SIGINT or SIGTERM stop it once its
+workers are stopped and their last work and output are sent.
 
 FILE must be readable by you alone (chmod 600): it holds the credential. See
 docs/hosts.md.`,

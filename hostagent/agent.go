@@ -5,6 +5,14 @@
 // is down. It reports itself with a heartbeat every third of the fleet's
 // lease: its slots, labels and the providers it can run, found with the
 // same adapters and probes the fleet uses (docs/hosts.md).
+//
+// It runs the fleet's workers (runs.go): it takes claims (wire.Start) from
+// its WORK stream while it has a free slot, runs each worker's agent
+// session in a worktree of its repository cache (run.go), answers the
+// fleet's control and have requests (control.go), commits and sends the
+// worker's branch after every turn and at the end, and sends the
+// session's events to its EVENTS stream in order, retrying through a link
+// that is down (outbox.go).
 package hostagent
 
 import (
@@ -17,6 +25,8 @@ import (
 	"log/slog"
 	"net"
 	"net/url"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -24,8 +34,10 @@ import (
 
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/agents-fleet/fleet/hosts"
+	"github.com/agents-fleet/fleet/hosts/gitmove"
 	"github.com/agents-fleet/fleet/hosts/naming"
 	"github.com/agents-fleet/fleet/provider"
 	"github.com/agents-fleet/fleet/registry"
@@ -37,15 +49,19 @@ type Config struct {
 	// Slots and Labels override the join file's (0 and nil keep them).
 	Slots  int
 	Labels []string
-	// WorkDir is where the host keeps its work (made 0700 if missing).
+	// WorkDir is where the host keeps its work (made 0700 if missing):
+	// its repository caches in cache/, the workers' worktrees in runs/.
 	WorkDir string
 	// Providers are what the host can run, by name; those that wrap a CLI
 	// (provider.Inspector) are probed once at start, and reported only
 	// when found.
 	Providers map[string]provider.Provider
-	Env       []string     // the environment the probes see
-	Version   string       // this fleet build, reported to the fleet
-	Logger    *slog.Logger // default: discard
+	// Env is the host's own environment (nil: os.Environ()): what the
+	// probes see, and what the workers' CLIs run with, plus the claim's
+	// fleet markers.
+	Env     []string
+	Version string       // this fleet build, reported to the fleet
+	Logger  *slog.Logger // default: discard
 }
 
 // reconnectInterval: a refused or failed dial is tried again after about
@@ -83,9 +99,30 @@ type Agent struct {
 
 	refused  atomic.Bool // the hub's last word was an authorization refusal
 	state    atomic.Int32
-	draining bool // as the fleet last said; the heartbeat loop's own
-	// running counts the host's workers now (reported in heartbeats).
+	draining atomic.Bool // as the fleet last said; the heartbeat loop sets it
+	// running counts the host's workers now (reported in heartbeats):
+	// runs whose session has not ended.
 	running atomic.Int32
+
+	// What runs workers (runs.go).
+	caches    *gitmove.Caches
+	committer committer
+	js        jetstream.JetStream
+	storeMu   sync.Mutex
+	store     jetstream.ObjectStore // the host's bucket, once bound; storeMu guards it
+	// runCtx bounds the runs' own work (setup, commits, sends); abortRuns
+	// ends it when Close stops waiting for them.
+	runCtx    context.Context
+	abortRuns context.CancelFunc
+	runsMu    sync.Mutex
+	runs      map[string]*run // by run key: live, or ended with events to send
+	runWG     sync.WaitGroup  // each run's goroutine
+	outWG     sync.WaitGroup  // each run's outbox sender
+	wake      chan struct{}   // cap 1: a slot freed, or draining changed
+	// stopClaims ends the claim loop, which closes claimsDone.
+	stopClaims  context.CancelFunc
+	claimsDone  chan struct{}
+	claimPasses atomic.Int64 // the claim loop's looks that found no slot (tests)
 
 	cancel context.CancelFunc
 	done   chan struct{} // closed when the heartbeat loop ended
@@ -125,10 +162,24 @@ func Start(ctx context.Context, cfg Config) (*Agent, error) {
 	if cfg.WorkDir == "" {
 		return nil, errors.New("hostagent: WorkDir is required")
 	}
+	var err error
+	if cfg.WorkDir, err = filepath.Abs(cfg.WorkDir); err != nil {
+		return nil, fmt.Errorf("work dir: %w", err)
+	}
 	if err := registry.EnsurePrivateDir(cfg.WorkDir); err != nil {
 		return nil, fmt.Errorf("work dir: %w", err)
 	}
-	a := &Agent{cfg: cfg, log: cfg.Logger.With("host", j.Name), done: make(chan struct{})}
+	if cfg.Env == nil {
+		cfg.Env = os.Environ()
+	}
+	caches, err := gitmove.OpenCaches(filepath.Join(cfg.WorkDir, "cache"), gitmove.Limits{})
+	if err != nil {
+		return nil, err
+	}
+	a := &Agent{cfg: cfg, log: cfg.Logger.With("host", j.Name), done: make(chan struct{}),
+		caches: caches, committer: committer{env: commitEnv(cfg.Env), name: "agents-fleet host " + j.Name, email: "fleet@localhost"},
+		runs: map[string]*run{}, wake: make(chan struct{}, 1), claimsDone: make(chan struct{})}
+	a.runCtx, a.abortRuns = context.WithCancel(context.Background())
 	var b [8]byte
 	rand.Read(b[:])
 	a.instance = hex.EncodeToString(b[:])
@@ -139,6 +190,10 @@ func Start(ctx context.Context, cfg Config) (*Agent, error) {
 	}
 	a.log.Info("providers found", "providers", strings.Join(names, ", "))
 	if err := a.startLeaf(); err != nil {
+		a.Close()
+		return nil, err
+	}
+	if err := a.startRuns(); err != nil {
 		a.Close()
 		return nil, err
 	}
@@ -166,6 +221,12 @@ func (a *Agent) startLeaf() error {
 		NoSigs:       true,
 		PingInterval: hosts.PingInterval,
 		MaxPingsOut:  hosts.MaxPingsOut,
+		// The host's JetStream requests must reach the hub's JetStream (the
+		// host has none of its own). A leaf node of the hub's domain (both
+		// have none) keeps $JS.API.> from crossing the link unless this
+		// says the account's JetStream is the one of no domain. What a host
+		// may do with it the hub decides (hosts.hostPermissions).
+		JsAccDefaultDomain: map[string]string{server.DEFAULT_GLOBAL_ACCOUNT: ""},
 	}
 	opts.LeafNode.ReconnectInterval = reconnectInterval
 	opts.LeafNode.Remotes = []*server.RemoteLeafOpts{{
@@ -181,7 +242,7 @@ func (a *Agent) startLeaf() error {
 	if err != nil {
 		return fmt.Errorf("leaf node: %w", err)
 	}
-	srv.SetLoggerV2(hosts.ServerLogger(a.log.With("component", "nats"), a.onServerError), false, false, false)
+	srv.SetLoggerV2(jsDomainQuiet{hosts.ServerLogger(a.log.With("component", "nats"), a.onServerError)}, false, false, false)
 	srv.Start()
 	a.srv = srv
 	if !srv.ReadyForConnections(30 * time.Second) {
@@ -193,6 +254,20 @@ func (a *Agent) startLeaf() error {
 		return fmt.Errorf("leaf node: connect: %w", err)
 	}
 	return nil
+}
+
+// jsDomainQuiet is a server logger that says at debug level only that
+// JsAccDefaultDomain (default_js_domain) is a backwards compatibility
+// measure: startLeaf needs it, and a host's operator can do nothing about
+// it.
+type jsDomainQuiet struct{ server.Logger }
+
+func (l jsDomainQuiet) Warnf(format string, v ...any) {
+	if strings.Contains(format, "default_js_domain") {
+		l.Debugf(format, v...)
+		return
+	}
+	l.Logger.Warnf(format, v...)
 }
 
 // onServerError notes the hub's refusal of the credential (the leaf node
@@ -271,14 +346,14 @@ func (a *Agent) noteState(state LinkState, interval time.Duration) {
 // noteDraining records whether the fleet drains this host and logs a
 // change; only the heartbeat loop calls it.
 func (a *Agent) noteDraining(draining bool) {
-	if draining == a.draining {
+	if a.draining.Swap(draining) == draining {
 		return
 	}
-	a.draining = draining
 	if draining {
 		a.log.Info("the fleet drains this host: it takes no new workers")
 	} else {
 		a.log.Info("the fleet no longer drains this host")
+		a.wakeClaims()
 	}
 }
 
@@ -306,10 +381,16 @@ func (a *Agent) heartbeat(ctx context.Context, timeout time.Duration) (hosts.Ack
 	return ack, nil
 }
 
-// Close stops the heartbeats, the link and the leaf node. It is safe to
-// call more than once.
+// Close stops taking claims, ends the workers (their sessions closed,
+// their last work and events sent while the link is up; stopRuns bounds
+// each step), then stops the heartbeats, the link and the leaf node. It is
+// safe to call more than once.
 func (a *Agent) Close() {
 	a.once.Do(func() {
+		a.stopRuns()
+		if a.abortRuns != nil {
+			a.abortRuns()
+		}
 		if a.cancel != nil {
 			a.cancel()
 			<-a.done
