@@ -23,12 +23,14 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"sync/atomic"
 	"time"
 
 	"github.com/agents-fleet/fleet/config"
 	"github.com/agents-fleet/fleet/controlsock"
 	"github.com/agents-fleet/fleet/engine"
 	"github.com/agents-fleet/fleet/hosts"
+	"github.com/agents-fleet/fleet/hosts/remote"
 	"github.com/agents-fleet/fleet/intel"
 	"github.com/agents-fleet/fleet/intel/record"
 	"github.com/agents-fleet/fleet/journal"
@@ -148,7 +150,11 @@ type fleet struct {
 	provs Providers
 	tools *Tools // nil with the local provider
 	// openHosts
-	hosts *hosts.Hub // nil unless the fleet listens for hosts
+	hosts  *hosts.Hub    // nil unless the fleet listens for hosts
+	remote *remote.Fleet // its workers on hosts; nil without the hub
+	// hostsEngine is eng for the hub's goroutine, which reports host
+	// changes from before the engine exists.
+	hostsEngine atomic.Pointer[engine.Engine]
 	// openServer
 	ep    *endpoint // nil without --control-socket
 	token string
@@ -396,7 +402,10 @@ func (f *fleet) startEngine() error {
 		StatusInterval: f.o.StatusEvery,
 		Budgets:        engineBudgets(file.Budgets),
 		Prices:         enginePrices(file.Prices),
+		Hosts:          f.engineHosts(),
+		Placement:      file.Hosts.Placement,
 	})
+	f.hostsEngine.Store(f.eng)
 	f.srv.Attach(backend{e: f.eng, native: steeredNative(nativeBackend(f.ctl), f.intel, f.sess.id)})
 	if f.ctl != nil {
 		f.ctl.OnChange(f.eng.GovernorChanged)

@@ -2,8 +2,6 @@ package hostagent
 
 import (
 	"encoding/json"
-	"io"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -11,7 +9,6 @@ import (
 	"strings"
 	"sync"
 	"testing"
-	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -116,7 +113,7 @@ func (f *fleetSide) claim(t *testing.T, worker string, edit func(*wire.Start)) *
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := wire.Start{Session: "s1", Worker: worker, Provider: "local", Repo: f.repoID(t), Base: f.base,
+	s := wire.Start{Claim: "s1-" + worker + "." + nonce(), Session: "s1", Worker: worker, Provider: "local", Repo: f.repoID(t), Base: f.base,
 		BaseKey: sent.Key, Branch: "fleet/s1/" + worker, Env: []string{"AGENTS_FLEET_WORKER=" + worker}}
 	if edit != nil {
 		edit(&s)
@@ -322,84 +319,4 @@ func gitOut(dir string, args ...string) string {
 		return ""
 	}
 	return strings.TrimSpace(string(out))
-}
-
-// linkProxy stands between a host and the hub: a TCP forwarder whose link
-// a test cuts (every connection closed, new ones refused) and heals.
-type linkProxy struct {
-	ln     net.Listener
-	target string
-
-	mu    sync.Mutex
-	down  bool
-	conns map[net.Conn]bool
-	wg    sync.WaitGroup
-}
-
-// startProxy forwards a listener on 127.0.0.1 to target until the test
-// ends.
-func startProxy(t *testing.T, target string) *linkProxy {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	p := &linkProxy{ln: ln, target: target, conns: map[net.Conn]bool{}}
-	p.wg.Go(p.accept)
-	t.Cleanup(func() {
-		ln.Close()
-		p.cut()
-		p.wg.Wait()
-	})
-	return p
-}
-
-// Addr is where hosts dial.
-func (p *linkProxy) Addr() string { return p.ln.Addr().String() }
-
-func (p *linkProxy) accept() {
-	for {
-		c, err := p.ln.Accept()
-		if err != nil {
-			return
-		}
-		up, err := net.DialTimeout("tcp", p.target, 10*time.Second)
-		p.mu.Lock()
-		if err != nil || p.down {
-			p.mu.Unlock()
-			c.Close()
-			if up != nil {
-				up.Close()
-			}
-			continue
-		}
-		p.conns[c], p.conns[up] = true, true
-		p.mu.Unlock()
-		for _, pair := range [][2]net.Conn{{c, up}, {up, c}} {
-			p.wg.Go(func() {
-				io.Copy(pair[0], pair[1])
-				pair[0].Close()
-				pair[1].Close()
-			})
-		}
-	}
-}
-
-// cut closes every connection through the proxy and refuses new ones
-// until heal.
-func (p *linkProxy) cut() {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	p.down = true
-	for c := range p.conns {
-		c.Close()
-	}
-	clear(p.conns)
-}
-
-// heal lets connections through again.
-func (p *linkProxy) heal() {
-	p.mu.Lock()
-	p.down = false
-	p.mu.Unlock()
 }

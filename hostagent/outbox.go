@@ -44,10 +44,10 @@ type publisher interface {
 type outbox struct {
 	pub     publisher
 	subject string // wire.EventSubject of the run
-	// idRun names the batches' message ids: the run key and a nonce of the
-	// claim, so that a later claim of the same run, numbering from 1 again,
-	// is not taken for a copy of this one's batches.
-	idRun string
+	// claim names the batches and their message ids (wire.Start.Claim), so
+	// that a later claim of the same run, numbering from 1 again, is not
+	// taken for a copy of this one's batches.
+	claim string
 	max   int // bytes; maxOutbox but in tests
 	log   *slog.Logger
 
@@ -67,8 +67,8 @@ type outbox struct {
 	dropped int        // events pushed after abort, never sent
 }
 
-func newOutbox(pub publisher, subject, idRun string, log *slog.Logger) *outbox {
-	o := &outbox{pub: pub, subject: subject, idRun: idRun, max: maxOutbox, log: log, next: 1,
+func newOutbox(pub publisher, subject, claim string, log *slog.Logger) *outbox {
+	o := &outbox{pub: pub, subject: subject, claim: claim, max: maxOutbox, log: log, next: 1,
 		wake: make(chan struct{}, 1), done: make(chan struct{})}
 	o.ctx, o.cancel = context.WithCancel(context.Background())
 	o.room = sync.NewCond(&o.mu)
@@ -195,8 +195,8 @@ func (o *outbox) nextBatch() (seq uint64, batch [][]byte, size int, ok bool) {
 // publish sends the batch at seq until the stream takes it; false when
 // the outbox was aborted first.
 func (o *outbox) publish(seq uint64, batch [][]byte) bool {
-	m := &nats.Msg{Subject: o.subject, Data: wire.EncodeBatch(seq, batch)}
-	id := wire.BatchID(o.idRun, seq)
+	m := &nats.Msg{Subject: o.subject, Data: wire.EncodeBatch(o.claim, seq, batch)}
+	id := wire.BatchID(o.claim, seq)
 	pause := retryMin
 	for attempt := 1; ; attempt++ {
 		ctx, cancel := context.WithTimeout(o.ctx, publishTimeout)

@@ -16,11 +16,11 @@ import (
 
 // cuttable joins h1 through a proxy whose link the test cuts; the lease
 // is longer than any cut.
-func cuttable(t *testing.T) (*hoststest.Hub, *Agent, *linkProxy) {
+func cuttable(t *testing.T) (*hoststest.Hub, *Agent, *hoststest.Proxy) {
 	t.Helper()
 	hub := hoststest.StartHub(t, time.Minute)
 	j := hub.Enrol(t, "h1")
-	p := startProxy(t, j.Hub)
+	p := hoststest.StartProxy(t, j.Hub)
 	j.Hub = p.Addr()
 	a, _ := startAgentWith(t, Config{Join: j})
 	waitState(t, hub, "h1", hosts.StateUp, testwait.Bound)
@@ -28,9 +28,9 @@ func cuttable(t *testing.T) (*hoststest.Hub, *Agent, *linkProxy) {
 }
 
 // cut cuts p's link and waits until the host sees it down.
-func cut(t *testing.T, a *Agent, p *linkProxy) {
+func cut(t *testing.T, a *Agent, p *hoststest.Proxy) {
 	t.Helper()
-	p.cut()
+	p.Cut()
 	testwait.For(t, testwait.Bound, "the link to go down", func() bool { return a.srv.NumLeafNodes() == 0 })
 }
 
@@ -57,7 +57,7 @@ func TestEventsSurviveALinkCut(t *testing.T) {
 	if r.pull(t); slices.ContainsFunc(r.all(), func(e wire.Event) bool { return e.Kind == wire.KindTurnEnded }) {
 		t.Fatal("the turn's end arrived during the cut")
 	}
-	p.heal()
+	p.Heal()
 	end, turn := r.waitEvent(t, wire.KindTurnEnded)
 	if end.Err != "" || turn[len(turn)-1].Kind != wire.KindBranch {
 		t.Fatalf("turn ended %+v after %v", end, kinds(turn))
@@ -108,7 +108,7 @@ func TestOutboxWaitsWhenFull(t *testing.T) {
 	if n := len(pushed); n >= events || n < 3 {
 		t.Fatalf("%d of %d events pushed into a full outbox of %d bytes", n, events, o.max)
 	}
-	p.heal()
+	p.Heal()
 	testwait.For(t, testwait.Bound, "every event to be pushed", func() bool { return len(pushed) == events })
 	o.close()
 	select {

@@ -86,7 +86,7 @@ type control struct {
 func newRun(a *Agent, key string, s wire.Start) *run {
 	log := a.log.With("run", key)
 	r := &run{a: a, key: key, start: s, dir: filepath.Join(a.cfg.WorkDir, "runs", key), log: log,
-		out:    newOutbox(a.js, wire.EventSubject(a.cfg.Join.Name, key), key+"."+nonce(), log),
+		out:    newOutbox(a.js, wire.EventSubject(a.cfg.Join.Name, key), s.Claim, log),
 		ctl:    make(chan control, maxQueuedControl),
 		endReq: make(chan struct{}), quit: make(chan struct{}),
 		acked: s.Acked, pending: map[string]chan wire.Answer{}}

@@ -346,7 +346,7 @@ func TestClaimedAgain(t *testing.T) {
 	// last batch is before the third's first in the stream.
 	second.send(t, `echo waiting; sleep 60`)
 	second.waitEvent(t, wire.KindOutput)
-	s := wire.Start{Session: "s1", Worker: "w1", Provider: "local", Repo: f.repoID(t), Base: f.base, Branch: "fleet/s1/w1", Acked: tip}
+	s := wire.Start{Claim: "s1-w1.third", Session: "s1", Worker: "w1", Provider: "local", Repo: f.repoID(t), Base: f.base, Branch: "fleet/s1/w1", Acked: tip}
 	data, err := json.Marshal(s)
 	if err != nil {
 		t.Fatal(err)

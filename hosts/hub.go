@@ -271,25 +271,27 @@ func (h *Hub) stop(final bool) {
 func (h *Hub) Close() { h.stop(true) }
 
 // connect opens an in-process connection into account acc with key.
-func (h *Hub) connect(acc string, key nkeys.KeyPair) (*nats.Conn, error) {
+func (h *Hub) connect(acc string, key nkeys.KeyPair, opts ...nats.Option) (*nats.Conn, error) {
 	pub, err := key.PublicKey()
 	if err != nil {
 		return nil, err
 	}
 	log := h.log
-	nc, err := nats.Connect("",
+	opts = append([]nats.Option{
 		nats.InProcessServer(h.srv),
-		nats.Name("fleet:"+acc),
+		nats.Name("fleet:" + acc),
 		nats.Nkey(pub, key.Sign),
 		nats.MaxReconnects(-1),
-		nats.ReconnectWait(100*time.Millisecond),
+		nats.ReconnectWait(100 * time.Millisecond),
 		nats.ErrorHandler(func(_ *nats.Conn, sub *nats.Subscription, err error) {
 			subj := ""
 			if sub != nil {
 				subj = sub.Subject
 			}
 			log.Warn("hosts hub connection", "account", acc, "subject", subj, "err", err)
-		}))
+		}),
+	}, opts...)
+	nc, err := nats.Connect("", opts...)
 	if err != nil {
 		return nil, fmt.Errorf("hosts hub: connect to account %s: %w", acc, err)
 	}

@@ -127,7 +127,9 @@ func (h *Hub) apply(reg Registry) error {
 // openLink connects the fleet into host's account and listens for its
 // heartbeats.
 func (h *Hub) openLink(host Host, key nkeys.KeyPair) (*hostLink, error) {
-	nc, err := h.connect(AccountName(host.Name), key)
+	// The answers to the fleet's requests come to inboxes under the host's
+	// own subjects: the host may publish nowhere else (hostPermissions).
+	nc, err := h.connect(AccountName(host.Name), key, nats.CustomInboxPrefix(InboxPrefix(host.Name)))
 	if err != nil {
 		return nil, err
 	}

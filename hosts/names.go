@@ -24,6 +24,11 @@ func Subject(name string, tokens ...string) string {
 	return SubjectPrefix + name + "." + strings.Join(tokens, ".")
 }
 
+// InboxPrefix starts the subjects where the fleet takes the answers to
+// its requests to host name: under the host's own subjects, the only ones
+// the host may publish to.
+func InboxPrefix(name string) string { return Subject(name, "inbox") }
+
 // HeartbeatSubject is where host name sends its heartbeats (a request; the
 // fleet answers with an Ack).
 func HeartbeatSubject(name string) string { return Subject(name, "hb") }

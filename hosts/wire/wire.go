@@ -58,7 +58,10 @@ func ControlSubjects(host string) string { return hosts.Subject(host, "ctl", "*"
 // the host's cache of a repository holds (gitmove.Cache.Have).
 func HaveSubject(host string) string { return hosts.Subject(host, "have") }
 
-var tokenRE = regexp.MustCompile(`^[A-Za-z0-9_-]{1,64}$`)
+var (
+	tokenRE = regexp.MustCompile(`^[A-Za-z0-9_-]{1,64}$`)
+	claimRE = regexp.MustCompile(`^[A-Za-z0-9_.-]{1,160}$`)
+)
 
 // RunKey names one worker of one fleet session on a host: one subject
 // token, "<session>-<worker>" with both parts checked.
@@ -87,6 +90,12 @@ const (
 // host. It goes through WorkStream; the host acknowledges it (and so takes
 // it) before it starts anything.
 type Start struct {
+	// Claim is unique per claim (the run key and a nonce). The host puts
+	// it in every batch of the run, and the batches' message ids are made
+	// of it: a worker claimed again numbers its events from 1 again, and
+	// neither the stream's duplicate window nor the fleet mistakes them
+	// for the earlier claim's.
+	Claim    string `json:"claim"`
 	Session  string `json:"session"`
 	Worker   string `json:"worker"`
 	Provider string `json:"provider"` // local, claude, codex, copilot
@@ -128,6 +137,9 @@ func DecodeStart(data []byte) (Start, error) {
 	}
 	if s.Provider == "" || s.Repo == "" || s.Base == "" || s.Branch == "" {
 		return s, errors.New("claim: provider, repo, base and branch are required")
+	}
+	if !claimRE.MatchString(s.Claim) {
+		return s, fmt.Errorf("claim: id %q: want 1-160 of A-Z, a-z, 0-9, '.', '_' and '-'", s.Claim)
 	}
 	if len(s.Env) > MaxEnv {
 		return s, fmt.Errorf("claim: %d env entries; the limit is %d", len(s.Env), MaxEnv)
@@ -363,18 +375,20 @@ func (e Event) check() error {
 	return nil
 }
 
-// Batch is one message of EventStream: events Seq, Seq+1, … of a run, in
-// order. A host numbers a run's events from 1 and sends each batch until
-// the stream takes it (with the message id BatchID), so the fleet may see
-// a batch twice but never a gap: it drops what it has seen by Seq.
+// Batch is one message of EventStream: events Seq, Seq+1, … of one claim
+// of a run, in order. A host numbers a claim's events from 1 and sends each
+// batch until the stream takes it (with the message id BatchID), so the
+// fleet may see a batch twice but never a gap: it drops what it has seen
+// by Seq, and what belongs to another Claim.
 type Batch struct {
+	Claim  string  `json:"claim"`
 	Seq    uint64  `json:"seq"`
 	Events []Event `json:"events"`
 }
 
-// BatchID is the message id of run's batch starting at seq, for the
+// BatchID is the message id of claim's batch starting at seq, for the
 // stream's duplicate window.
-func BatchID(run string, seq uint64) string { return fmt.Sprintf("%s.%d", run, seq) }
+func BatchID(claim string, seq uint64) string { return fmt.Sprintf("%s.%d", claim, seq) }
 
 // DecodeBatch decodes and checks a batch from a host.
 func DecodeBatch(data []byte) (Batch, error) {
@@ -411,15 +425,15 @@ func EncodeEvent(e Event) []byte {
 	return data
 }
 
-// EncodeBatch is the batch of events (each from EncodeEvent) starting at
-// seq.
-func EncodeBatch(seq uint64, events [][]byte) []byte {
-	n := 32
+// EncodeBatch is claim's batch of events (each from EncodeEvent) starting
+// at seq.
+func EncodeBatch(claim string, seq uint64, events [][]byte) []byte {
+	n := 48 + len(claim)
 	for _, e := range events {
 		n += len(e) + 1
 	}
 	b := make([]byte, 0, n)
-	b = fmt.Appendf(b, `{"seq":%d,"events":[`, seq)
+	b = fmt.Appendf(b, `{"claim":%q,"seq":%d,"events":[`, claim, seq)
 	for i, e := range events {
 		if i > 0 {
 			b = append(b, ',')

@@ -1,0 +1,255 @@
+package remote_test
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+
+	"github.com/agents-fleet/fleet/engine"
+	"github.com/agents-fleet/fleet/hostagent"
+	"github.com/agents-fleet/fleet/hosts"
+	"github.com/agents-fleet/fleet/hosts/hoststest"
+	"github.com/agents-fleet/fleet/hosts/remote"
+	"github.com/agents-fleet/fleet/internal/testwait"
+	"github.com/agents-fleet/fleet/provider"
+	"github.com/agents-fleet/fleet/provider/local"
+)
+
+func TestMain(m *testing.M) {
+	for k, v := range map[string]string{
+		"GIT_CONFIG_GLOBAL": os.DevNull, "GIT_CONFIG_NOSYSTEM": "1",
+		"GIT_AUTHOR_NAME": "Fleet Test", "GIT_AUTHOR_EMAIL": "fleet@example.com",
+		"GIT_COMMITTER_NAME": "Fleet Test", "GIT_COMMITTER_EMAIL": "fleet@example.com",
+	} {
+		os.Setenv(k, v)
+	}
+	goleak.VerifyTestMain(m,
+		// nats.go v1.55.0's ObjectStore.Put leak; see docs/hosts.md.
+		goleak.IgnoreTopFunction("github.com/nats-io/nats.go/jetstream.(*jetStream).resetPendingAcksOnReconnect"))
+}
+
+// recorder is the engine's side of a session: it keeps every event and
+// answers every confirm with yes.
+type recorder struct {
+	mu     sync.Mutex
+	events []provider.Event
+	asked  []string
+}
+
+func (r *recorder) Event(ev provider.Event) { r.mu.Lock(); r.events = append(r.events, ev); r.mu.Unlock() }
+
+func (r *recorder) Permission(context.Context, provider.PermissionRequest) (provider.Decision, error) {
+	return provider.Decision{Allow: true}, nil
+}
+
+func (r *recorder) Ask(_ context.Context, q provider.Question) (string, error) {
+	r.mu.Lock()
+	r.asked = append(r.asked, q.Text)
+	r.mu.Unlock()
+	return "staging", nil
+}
+
+func (r *recorder) Confirm(_ context.Context, summary string) (bool, error) {
+	r.mu.Lock()
+	r.asked = append(r.asked, summary)
+	r.mu.Unlock()
+	return true, nil
+}
+
+func (r *recorder) all() []provider.Event {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return slices.Clone(r.events)
+}
+
+// turnEnd waits for the n-th TurnEnded.
+func (r *recorder) turnEnd(t *testing.T, n int) provider.TurnEnded {
+	t.Helper()
+	var got []provider.TurnEnded
+	testwait.For(t, testwait.Bound, fmt.Sprintf("turn %d to end", n), func() bool {
+		got = got[:0]
+		for _, ev := range r.all() {
+			if te, ok := ev.(provider.TurnEnded); ok {
+				got = append(got, te)
+			}
+		}
+		return len(got) >= n
+	})
+	return got[n-1]
+}
+
+func (r *recorder) lines() []string {
+	var out []string
+	for _, ev := range r.all() {
+		if o, ok := ev.(provider.Output); ok && o.Stream == provider.Stdout {
+			out = append(out, o.Lines...)
+		}
+	}
+	return out
+}
+
+func git(t *testing.T, dir string, args ...string) string {
+	t.Helper()
+	out, err := exec.Command("git", append([]string{"-C", dir}, args...)...).CombinedOutput()
+	if err != nil {
+		t.Fatalf("git %v: %v\n%s", args, err, out)
+	}
+	return strings.TrimSpace(string(out))
+}
+
+// setup is a hub with h1 joined (running the local shell), a user
+// repository and worker w1's mirror work tree on fleet/s1/w1.
+type setup struct {
+	hub    *hoststest.Hub
+	agent  *hostagent.Agent
+	fleet  *remote.Fleet
+	repo   string
+	mirror string
+}
+
+func newSetup(t *testing.T, lease time.Duration, through func(hubAddr string) string) *setup {
+	t.Helper()
+	s := &setup{hub: hoststest.StartHub(t, lease)}
+	j := s.hub.Enrol(t, "h1")
+	if through != nil {
+		j.Hub = through(j.Hub)
+	}
+	_, logger := hoststest.NewLog(t, slog.LevelDebug)
+	var err error
+	s.agent, err = hostagent.Start(t.Context(), hostagent.Config{Join: j, WorkDir: filepath.Join(t.TempDir(), "work"),
+		Providers: map[string]provider.Provider{"local": &local.Provider{}}, Env: os.Environ(), Logger: logger})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(s.agent.Close)
+	s.fleet = remote.New(remote.Config{Hub: s.hub.Hub, Lease: lease})
+	testwait.For(t, testwait.Bound, "h1 up", func() bool {
+		c, _ := s.fleet.Candidates("local", "", "")
+		return len(c) == 1
+	})
+	dir, err := filepath.EvalSymlinks(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.repo, s.mirror = filepath.Join(dir, "repo"), filepath.Join(dir, "wt", "w1")
+	git(t, dir, "init", "-q", "-b", "main", s.repo)
+	os.WriteFile(filepath.Join(s.repo, "README"), []byte("hello\n"), 0o644)
+	git(t, s.repo, "add", "-A")
+	git(t, s.repo, "commit", "-q", "-m", "initial")
+	git(t, s.repo, "worktree", "add", "-q", "-b", "fleet/s1/w1", s.mirror)
+	return s
+}
+
+func (s *setup) start(t *testing.T, h provider.Host) provider.Session {
+	t.Helper()
+	sess, err := s.fleet.Provider("h1", "local").Start(t.Context(), provider.Spec{Agent: "w1", Role: provider.RoleWorker, Dir: s.mirror,
+		Env: []string{provider.SessionEnv + "=s1", "AGENTS_FLEET_WORKER=w1", "SECRET_OF_THE_FLEET=x"}}, h)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { sess.Close() })
+	return sess
+}
+
+// A worker on a host runs each turn there; its output comes back in
+// order, its work lands on its branch in the user's repository and in its
+// mirror (which the engine's file tracking and landing read), a confirm
+// is answered from here, and Close ends it.
+func TestWorkerOnAHost(t *testing.T) {
+	s := newSetup(t, hosts.DefaultLease, nil)
+	if c, why := s.fleet.Candidates("claude", "", ""); len(c) != 0 || why != "waiting for a host that can run claude" {
+		t.Fatalf("claude candidates %v, %q", c, why)
+	}
+	if c, why := s.fleet.Candidates("local", "", "gpu"); len(c) != 0 || why != "waiting for a host with label gpu that can run local" {
+		t.Fatalf("gpu candidates %v, %q", c, why)
+	}
+	if c, why := s.fleet.Candidates("local", "h9", ""); len(c) != 0 || !strings.Contains(why, "h9, which is not enrolled") {
+		t.Fatalf("h9 candidates %v, %q", c, why)
+	}
+	rec := &recorder{}
+	sess := s.start(t, rec)
+	if err := sess.Send(t.Context(), provider.Turn{Text: `for i in 1 2 3; do echo "line $i"; done; echo made > made.txt; env | grep -c SECRET_OF_THE_FLEET; echo "session=$AGENTS_FLEET_SESSION"`}); err != nil {
+		t.Fatal(err)
+	}
+	if te := rec.turnEnd(t, 1); te.Err != nil || te.ExitCode != 0 {
+		t.Fatalf("turn 1: %+v", te)
+	}
+	if got, want := rec.lines(), []string{"line 1", "line 2", "line 3", "0", "session=s1"}; !slices.Equal(got, want) {
+		t.Fatalf("output %q, want %q (the fleet's own environment stays here, its markers go)", got, want)
+	}
+	// The turn's work: committed on the host, fetched into the branch, the
+	// mirror reset to it, clean.
+	if got := git(t, s.repo, "show", "fleet/s1/w1:made.txt"); got != "made" {
+		t.Fatalf("made.txt on the branch: %q", got)
+	}
+	if head, tip := git(t, s.mirror, "rev-parse", "HEAD"), git(t, s.repo, "rev-parse", "fleet/s1/w1"); head != tip {
+		t.Fatalf("mirror at %s, branch at %s", head, tip)
+	}
+	if st := git(t, s.mirror, "status", "--porcelain"); st != "" {
+		t.Fatalf("mirror not clean: %q", st)
+	}
+
+	// A second turn on the same session, with a confirm answered here.
+	if err := sess.Send(t.Context(), provider.Turn{Text: `echo '::confirm::Ship it?'; read ok; echo "answer $ok"; exit 3`}); err != nil {
+		t.Fatal(err)
+	}
+	if te := rec.turnEnd(t, 2); te.ExitCode != 3 {
+		t.Fatalf("turn 2: %+v", te)
+	}
+	if !slices.Contains(rec.asked, "Ship it?") {
+		t.Fatalf("asked %q", rec.asked)
+	}
+	if err := sess.Close(); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-sess.Done():
+	default:
+		t.Fatal("Close returned before the session was done")
+	}
+	if err := sess.Err(); err != nil {
+		t.Fatalf("after Close: %v", err)
+	}
+}
+
+// A host that goes silent (its link cut for longer than the lease) fails
+// its worker with a reason that names it, and the work of its last turn
+// is on the branch.
+func TestLostHostFailsItsWorker(t *testing.T) {
+	var p *hoststest.Proxy
+	s := newSetup(t, 3*time.Second, func(addr string) string { p = hoststest.StartProxy(t, addr); return p.Addr() })
+	rec := &recorder{}
+	sess := s.start(t, rec)
+	if err := sess.Send(t.Context(), provider.Turn{Text: `echo first > first.txt`}); err != nil {
+		t.Fatal(err)
+	}
+	rec.turnEnd(t, 1)
+	if err := sess.Send(t.Context(), provider.Turn{Text: `echo going; sleep 600`}); err != nil {
+		t.Fatal(err)
+	}
+	testwait.For(t, testwait.Bound, "the second turn's output", func() bool { return slices.Contains(rec.lines(), "going") })
+	p.Cut()
+	select {
+	case <-sess.Done():
+	case <-time.After(testwait.Bound):
+		t.Fatal("the worker was not failed")
+	}
+	if err := sess.Err(); err == nil || !strings.Contains(err.Error(), "host h1 lost: not heard from for 3s") {
+		t.Fatalf("err = %v", err)
+	}
+	if got := git(t, s.repo, "show", "fleet/s1/w1:first.txt"); got != "first" {
+		t.Fatalf("first.txt on the branch: %q", got)
+	}
+}
+
+var _ engine.Hosts = (*remote.Fleet)(nil)

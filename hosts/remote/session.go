@@ -1,0 +1,549 @@
+package remote
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os/exec"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/agents-fleet/fleet/engine"
+	"github.com/agents-fleet/fleet/hosts"
+	"github.com/agents-fleet/fleet/hosts/gitmove"
+	"github.com/agents-fleet/fleet/hosts/wire"
+	"github.com/agents-fleet/fleet/provider"
+)
+
+// Bounds of the fleet's side of a run.
+const (
+	// controlTimeout bounds one control request (the host answers at once;
+	// a turn's work is reported as events, not in the reply).
+	controlTimeout = 10 * time.Second
+	// closeWait bounds how long Close waits for the host to say the run
+	// ended (it commits and sends the last branch first).
+	closeWait = 2 * time.Minute
+	// fetchWait is how long one pull of the run's events waits: also how
+	// often the run looks at its host's state.
+	fetchWait = time.Second
+	// fetchBatch is how many event batches one pull takes.
+	fetchBatch = 32
+)
+
+// ErrNotStarted is wrapped by Start's error when the host was lost before
+// it took the claim: the claim was taken back, and nothing of the worker
+// ran, so the engine puts the task back in the queue.
+var ErrNotStarted = engine.ErrNotStarted
+
+// Start starts the worker on the host: it sends the base the worker's
+// mirror work tree (spec.Dir) is at, opens the run's event consumer, puts
+// the claim into the host's work queue and waits for the host to say the
+// session is ready.
+func (p *hostProvider) Start(ctx context.Context, spec provider.Spec, h provider.Host) (provider.Session, error) {
+	if st, ok := p.f.status(p.host); !ok {
+		return nil, fmt.Errorf("host %s is not enrolled", p.host)
+	} else if st.State != hosts.StateUp {
+		return nil, fmt.Errorf("host %s is %s", p.host, st.State)
+	}
+	run, err := wire.RunKey(envValue(spec.Env, provider.SessionEnv), spec.Agent)
+	if err != nil {
+		return nil, err
+	}
+	mirror := spec.Dir
+	base, err := gitOut(ctx, mirror, "rev-parse", "--verify", "HEAD^{commit}")
+	if err != nil {
+		return nil, fmt.Errorf("the worker's work tree %s: %w", mirror, err)
+	}
+	branch, err := gitOut(ctx, mirror, "symbolic-ref", "--short", "HEAD")
+	if err != nil {
+		return nil, fmt.Errorf("the worker's work tree %s is on no branch: %w", mirror, err)
+	}
+	lim := p.f.cfg.Limits
+	repo, err := gitmove.RepoID(ctx, mirror, base, lim)
+	if err != nil {
+		return nil, err
+	}
+	l, err := p.f.link(ctx, p.host)
+	if err != nil {
+		return nil, err
+	}
+	s := &session{p: p, l: l, h: h, run: run, mirror: mirror, branch: branch, base: base,
+		ready: make(chan struct{}), done: make(chan struct{}), answers: map[string]bool{}}
+	s.ctx, s.cancel = context.WithCancel(context.Background())
+	defer func() {
+		if s.claim == 0 {
+			s.cancel() // Start failed before the claim: nothing runs
+		}
+	}()
+	var have wire.HaveReply
+	if err := s.request(ctx, wire.HaveSubject(p.host), wire.Have{Repo: repo}, &have); err != nil {
+		return nil, fmt.Errorf("host %s: ask what it has of the repository: %w", p.host, err)
+	}
+	sent, err := gitmove.SendBase(ctx, l.store, mirror, base, have.Commits, lim)
+	if err != nil {
+		return nil, fmt.Errorf("host %s: send the base: %w", p.host, err)
+	}
+	if err := s.openEvents(ctx); err != nil {
+		return nil, err
+	}
+	var nonce [6]byte
+	rand.Read(nonce[:])
+	s.claimID = run + "." + hex.EncodeToString(nonce[:])
+	claim := wire.Start{Claim: s.claimID, Session: envValue(spec.Env, provider.SessionEnv), Worker: spec.Agent, Provider: p.prov,
+		Model: spec.Model, ResumeID: spec.ResumeID, Instructions: spec.Instructions, Env: markers(spec.Env),
+		Repo: repo, Base: base, BaseKey: sent.Key, Branch: branch, Acked: base}
+	data, err := json.Marshal(claim)
+	if err != nil {
+		return nil, err
+	}
+	ack, err := l.js.Publish(ctx, wire.WorkSubject(p.host), data, jetstream.WithMsgID(s.claimID))
+	if err != nil {
+		s.dropEvents()
+		return nil, fmt.Errorf("host %s: put the claim in its work queue: %w", p.host, err)
+	}
+	s.claim = ack.Sequence
+	if len(spec.MCP) > 0 {
+		h.Event(provider.Note{Text: "the fleet's MCP tools are not offered to a worker on a host"})
+	}
+	s.wg.Add(1)
+	go func() { defer s.wg.Done(); s.loop() }()
+	select {
+	case <-s.ready:
+		return s, nil
+	case <-s.done:
+		s.abort(s.Err())
+		return nil, s.Err()
+	case <-ctx.Done():
+		err := fmt.Errorf("host %s did not start the worker: %w", p.host, context.Cause(ctx))
+		if s.takeBack() {
+			err = fmt.Errorf("%w: %w", err, ErrNotStarted)
+		} else {
+			s.stop()
+		}
+		s.abort(err)
+		return nil, err
+	}
+}
+
+// abort ends a session that Start gives up on.
+func (s *session) abort(err error) {
+	s.end(err)
+	s.closeOnce.Do(func() {
+		s.cancel()
+		s.wg.Wait()
+		s.dropEvents()
+	})
+}
+
+// session is one worker on a host.
+type session struct {
+	p       *hostProvider
+	l       *link
+	h       provider.Host
+	run     string
+	mirror  string // the worker's work tree here
+	branch  string
+	base    string // the commit the host started this session from
+	claimID string // wire.Start.Claim: its batches carry it
+	claim   uint64 // the claim's sequence in the work queue
+	cons    jetstream.Consumer
+
+	ctx    context.Context // ends with the session: its answers and fetches stop
+	cancel context.CancelFunc
+	wg     sync.WaitGroup // the loop and the answers
+
+	ready     chan struct{}
+	readyOnce sync.Once
+	done      chan struct{}
+	doneOnce  sync.Once
+	closeOnce sync.Once
+
+	mu       sync.Mutex
+	err      error
+	resumeID string
+	last     uint64          // the last event sequence handled
+	answers  map[string]bool // requests answered or being answered
+}
+
+// consumerName is the durable name of run's event consumer.
+func consumerName(run string) string { return "fleet-" + run }
+
+// openEvents makes the run's event consumer, with nothing of an earlier
+// session of the same worker left in it.
+func (s *session) openEvents(ctx context.Context) error {
+	stream, err := s.l.js.Stream(ctx, wire.EventStream)
+	if err != nil {
+		return fmt.Errorf("host %s: its event stream: %w", s.p.host, err)
+	}
+	subj := wire.EventSubject(s.p.host, s.run)
+	if err := stream.DeleteConsumer(ctx, consumerName(s.run)); err != nil && !errors.Is(err, jetstream.ErrConsumerNotFound) {
+		return fmt.Errorf("host %s: drop the old event consumer: %w", s.p.host, err)
+	}
+	if err := stream.Purge(ctx, jetstream.WithPurgeSubject(subj)); err != nil {
+		return fmt.Errorf("host %s: purge old events: %w", s.p.host, err)
+	}
+	s.cons, err = stream.CreateConsumer(ctx, jetstream.ConsumerConfig{
+		Durable: consumerName(s.run), FilterSubject: subj,
+		AckPolicy: jetstream.AckExplicitPolicy, DeliverPolicy: jetstream.DeliverAllPolicy,
+		AckWait: 5 * time.Minute, MaxAckPending: 4 * fetchBatch,
+	})
+	if err != nil {
+		return fmt.Errorf("host %s: open the event consumer: %w", s.p.host, err)
+	}
+	return nil
+}
+
+// dropEvents deletes the run's consumer and its events: the run is over
+// and all of it was handled.
+func (s *session) dropEvents() {
+	ctx, cancel := context.WithTimeout(context.Background(), controlTimeout)
+	defer cancel()
+	stream, err := s.l.js.Stream(ctx, wire.EventStream)
+	if err != nil {
+		return
+	}
+	_ = stream.DeleteConsumer(ctx, consumerName(s.run))
+	_ = stream.Purge(ctx, jetstream.WithPurgeSubject(wire.EventSubject(s.p.host, s.run)))
+}
+
+// takeBack removes the claim from the host's work queue if the host has
+// not taken it, and reports whether it did.
+func (s *session) takeBack() bool {
+	ctx, cancel := context.WithTimeout(context.Background(), controlTimeout)
+	defer cancel()
+	stream, err := s.l.js.Stream(ctx, wire.WorkStream)
+	if err != nil {
+		return false
+	}
+	return stream.DeleteMsg(ctx, s.claim) == nil
+}
+
+// loop pulls the run's events and hands them to the engine, in order,
+// until the session ends; between pulls it looks at the host's state.
+func (s *session) loop() {
+	for {
+		select {
+		case <-s.done:
+			return
+		default:
+		}
+		if err := s.hostGone(); err != nil {
+			s.end(err)
+			return
+		}
+		batch, err := s.cons.Fetch(fetchBatch, jetstream.FetchMaxWait(fetchWait))
+		if err != nil {
+			if s.ctx.Err() != nil {
+				return
+			}
+			s.p.f.log.Warn("remote worker: pull events", "host", s.p.host, "run", s.run, "err", err)
+			select {
+			case <-s.ctx.Done():
+				return
+			case <-time.After(fetchWait):
+			}
+			continue
+		}
+		for m := range batch.Messages() {
+			if err := s.handle(m.Data()); err != nil {
+				_ = m.Term()
+				s.stop()
+				s.end(err)
+				return
+			}
+			_ = m.Ack()
+		}
+	}
+}
+
+// hostGone says why the run cannot go on when its host is lost or
+// removed; a claim the host never took is taken back first.
+func (s *session) hostGone() error {
+	st, ok := s.p.f.status(s.p.host)
+	if ok && st.State != hosts.StateLost {
+		return nil
+	}
+	why := fmt.Sprintf("host %s was removed (fleet hosts remove)", s.p.host)
+	if ok {
+		why = fmt.Sprintf("host %s lost: not heard from for %s (hosts.leaseMs)", s.p.host, s.p.f.cfg.Lease)
+	}
+	select {
+	case <-s.ready:
+	default:
+		if s.takeBack() {
+			return fmt.Errorf("%s: %w", why, ErrNotStarted)
+		}
+	}
+	return errors.New(why)
+}
+
+// handle applies one event batch from the host. An error is the host's
+// fault (a batch that does not decode, a bundle refused) and ends the run.
+func (s *session) handle(data []byte) error {
+	b, err := wire.DecodeBatch(data)
+	if err != nil {
+		return fmt.Errorf("host %s sent what the fleet cannot take for %s: %w", s.p.host, s.run, err)
+	}
+	if b.Claim != s.claimID {
+		// An earlier claim's (late) batch: that session is over here.
+		s.p.f.log.Debug("remote worker: a batch of an earlier claim", "host", s.p.host, "run", s.run, "claim", b.Claim)
+		return nil
+	}
+	for i, ev := range b.Events {
+		seq := b.Seq + uint64(i)
+		s.mu.Lock()
+		seen := seq <= s.last
+		if !seen {
+			if seq != s.last+1 {
+				s.mu.Unlock()
+				return fmt.Errorf("host %s skipped events of %s: got %d after %d", s.p.host, s.run, seq, s.last)
+			}
+			s.last = seq
+		}
+		s.mu.Unlock()
+		if seen {
+			continue
+		}
+		if err := s.apply(ev); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// apply hands one event to the engine.
+func (s *session) apply(ev wire.Event) error {
+	if pe, ok := ev.Provider(); ok {
+		if ss, ok := pe.(provider.SessionStarted); ok && ss.ID != "" {
+			s.mu.Lock()
+			s.resumeID = ss.ID
+			s.mu.Unlock()
+		}
+		s.h.Event(pe)
+		return nil
+	}
+	switch ev.Kind {
+	case wire.KindReady:
+		s.mu.Lock()
+		if ev.ID != "" {
+			s.resumeID = ev.ID
+		}
+		s.mu.Unlock()
+		s.readyOnce.Do(func() { close(s.ready) })
+	case wire.KindPermission, wire.KindAsk, wire.KindConfirm:
+		s.mu.Lock()
+		dup := s.answers[ev.ID]
+		s.answers[ev.ID] = true
+		s.mu.Unlock()
+		if !dup {
+			s.wg.Add(1)
+			go func() { defer s.wg.Done(); s.answer(ev) }()
+		}
+	case wire.KindBranch:
+		return s.fetch(ev)
+	case wire.KindEnded:
+		var err error
+		if ev.Err != "" {
+			err = fmt.Errorf("on host %s: %s", s.p.host, ev.Err)
+		}
+		s.end(err)
+	}
+	return nil
+}
+
+// fetch takes the branch the host sent into the user's repository and
+// the worker's mirror, and tells the host.
+func (s *session) fetch(ev wire.Event) error {
+	ctx, cancel := context.WithTimeout(s.ctx, 5*time.Minute)
+	defer cancel()
+	tip, err := gitmove.FetchBranchMirror(ctx, s.l.store, ev.Key, s.mirror, s.branch, s.base, s.p.f.cfg.Limits)
+	if err != nil {
+		if errors.Is(err, gitmove.ErrBadBundle) || errors.Is(err, gitmove.ErrBadKey) || errors.Is(err, gitmove.ErrTooLarge) {
+			return fmt.Errorf("host %s sent a branch the fleet refuses: %w", s.p.host, err)
+		}
+		s.h.Event(provider.Note{Text: fmt.Sprintf("could not take %s's branch from host %s: %v", s.run, s.p.host, err)})
+		return nil
+	}
+	var r wire.Reply
+	_ = s.request(ctx, wire.ControlSubject(s.p.host, s.run), wire.Control{Op: wire.OpFetched, Commit: tip}, &r)
+	return nil
+}
+
+// answer asks the operator what the host's worker asked and sends the
+// answer back.
+func (s *session) answer(ev wire.Event) {
+	var a wire.Answer
+	var err error
+	switch ev.Kind {
+	case wire.KindPermission:
+		var d provider.Decision
+		d, err = s.h.Permission(s.ctx, *ev.Permission)
+		a.Decision = &d
+	case wire.KindAsk:
+		a.Text, err = s.h.Ask(s.ctx, *ev.Question)
+	case wire.KindConfirm:
+		a.Yes, err = s.h.Confirm(s.ctx, ev.Text)
+	}
+	if err != nil {
+		a = wire.Answer{Err: err.Error()}
+	}
+	var r wire.Reply
+	c := wire.Control{Op: wire.OpAnswer, ID: ev.ID, Answer: &a}
+	for range 3 {
+		if err := s.request(s.ctx, wire.ControlSubject(s.p.host, s.run), c, &r); err == nil || s.ctx.Err() != nil {
+			return
+		}
+	}
+}
+
+// stop tells the host to stop the run (best effort: it may be away).
+func (s *session) stop() {
+	var r wire.Reply
+	_ = s.request(context.Background(), wire.ControlSubject(s.p.host, s.run), wire.Control{Op: wire.OpStop}, &r)
+}
+
+// end ends the session with err (nil: ended by close).
+func (s *session) end(err error) {
+	s.doneOnce.Do(func() {
+		s.mu.Lock()
+		s.err = err
+		s.mu.Unlock()
+		close(s.done)
+	})
+}
+
+// request sends a request to the host and decodes its reply into out.
+func (s *session) request(ctx context.Context, subject string, req, out any) error {
+	data, err := json.Marshal(req)
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(ctx, controlTimeout)
+	defer cancel()
+	m, err := s.l.nc.RequestWithContext(ctx, subject, data)
+	if err != nil {
+		return err
+	}
+	if len(m.Data) > wire.MaxMessage {
+		return fmt.Errorf("a reply of %d bytes", len(m.Data))
+	}
+	return json.Unmarshal(m.Data, out)
+}
+
+// control sends op to the run and turns the reply into an error.
+func (s *session) control(ctx context.Context, c wire.Control) error {
+	var r wire.Reply
+	if err := s.request(ctx, wire.ControlSubject(s.p.host, s.run), c, &r); err != nil {
+		return fmt.Errorf("host %s: %s: %w", s.p.host, c.Op, err)
+	}
+	switch {
+	case r.Busy:
+		return provider.ErrBusy
+	case r.Gone:
+		return provider.ErrClosed
+	case r.Err != "":
+		return fmt.Errorf("host %s: %s: %s", s.p.host, c.Op, r.Err)
+	}
+	return nil
+}
+
+func (s *session) Send(ctx context.Context, t provider.Turn) error {
+	select {
+	case <-s.done:
+		return provider.ErrClosed
+	default:
+	}
+	return s.control(ctx, wire.Control{Op: wire.OpSend, Text: t.Text})
+}
+
+func (s *session) Interrupt(ctx context.Context) error {
+	select {
+	case <-s.done:
+		return nil
+	default:
+	}
+	return s.control(ctx, wire.Control{Op: wire.OpInterrupt})
+}
+
+func (s *session) ResumeID() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.resumeID
+}
+
+func (s *session) Done() <-chan struct{} { return s.done }
+
+func (s *session) Err() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.err
+}
+
+// Close asks the host to end the run (it commits and sends the last
+// branch first) and waits, bounded, for it to say so; then the run's
+// consumer and events go.
+func (s *session) Close() error {
+	s.closeOnce.Do(func() {
+		select {
+		case <-s.done:
+		default:
+			ctx, cancel := context.WithTimeout(context.Background(), controlTimeout)
+			err := s.control(ctx, wire.Control{Op: wire.OpClose})
+			cancel()
+			if errors.Is(err, provider.ErrClosed) {
+				s.end(nil)
+			}
+			select {
+			case <-s.done:
+			case <-time.After(closeWait):
+				s.end(fmt.Errorf("host %s did not end the worker within %s", s.p.host, closeWait))
+			}
+		}
+		s.cancel()
+		s.wg.Wait()
+		s.dropEvents()
+	})
+	return nil
+}
+
+// envValue is name's value in env.
+func envValue(env []string, name string) string {
+	for i := len(env) - 1; i >= 0; i-- {
+		if v, ok := strings.CutPrefix(env[i], name+"="); ok {
+			return v
+		}
+	}
+	return ""
+}
+
+// markers are the fleet's AGENTS_FLEET_* entries of env: all of the
+// fleet's environment that goes to a host.
+func markers(env []string) []string {
+	var out []string
+	for _, kv := range env {
+		if strings.HasPrefix(kv, "AGENTS_FLEET_") && len(out) < wire.MaxEnv {
+			out = append(out, kv)
+		}
+	}
+	return out
+}
+
+// gitOut runs git in dir and returns its trimmed output.
+func gitOut(ctx context.Context, dir string, args ...string) (string, error) {
+	ctx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, "git", append([]string{"-C", dir}, args...)...)
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		return "", fmt.Errorf("git %s: %w: %s", strings.Join(args, " "), err, strings.TrimSpace(stderr.String()))
+	}
+	return strings.TrimSpace(string(out)), nil
+}
