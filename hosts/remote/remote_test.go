@@ -46,7 +46,11 @@ type recorder struct {
 	asked  []string
 }
 
-func (r *recorder) Event(ev provider.Event) { r.mu.Lock(); r.events = append(r.events, ev); r.mu.Unlock() }
+func (r *recorder) Event(ev provider.Event) {
+	r.mu.Lock()
+	r.events = append(r.events, ev)
+	r.mu.Unlock()
+}
 
 func (r *recorder) Permission(context.Context, provider.PermissionRequest) (provider.Decision, error) {
 	return provider.Decision{Allow: true}, nil
