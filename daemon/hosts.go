@@ -35,6 +35,7 @@ func (f *fleet) openHosts() error {
 	f.onClose(hub.Close)
 	f.hosts = hub
 	f.remote = remote.New(remote.Config{Hub: hub, Lease: f.o.File.HostsLease(), Logger: f.log.With("component", "remote")})
+	f.onClose(f.remote.Close) // before the hub's: the loops use its connections
 	if hub.Advertise() == "" {
 		f.log.Warn("listening for hosts on every address: `fleet hosts add` needs the address hosts dial (hosts.advertise, or --advertise)", "listen", hub.ListenAddr())
 	}

@@ -187,7 +187,17 @@ func borrowRepo(ctx context.Context, repo, dir string, lim Limits) (string, erro
 // a work tree of repo is ErrCheckedOut: the user's work trees, index, HEAD
 // and other branches are never written.
 func FetchBranch(ctx context.Context, store ObjectStore, key, repo, branch, base string, lim Limits) (string, error) {
-	return fetchBranch(ctx, store, key, repo, branch, base, "", lim)
+	return fetchBranch(ctx, store, key, repo, branch, branch, base, "", lim)
+}
+
+// FetchBranchAs is FetchBranch into another branch, as, than the one the
+// bundle carries: for work that must not move the worker's branch (a
+// worker's late work, sent after the fleet gave it up).
+func FetchBranchAs(ctx context.Context, store ObjectStore, key, repo, branch, as, base string, lim Limits) (string, error) {
+	if err := validBranch(as); err != nil {
+		return "", fmt.Errorf("fetch %s from %s as %s: %w", branch, key, as, err)
+	}
+	return fetchBranch(ctx, store, key, repo, branch, as, base, "", lim)
 }
 
 // FetchBranchMirror is FetchBranch for a branch checked out in mirror, a
@@ -203,10 +213,11 @@ func FetchBranchMirror(ctx context.Context, store ObjectStore, key, mirror, bran
 	if err != nil {
 		return "", fmt.Errorf("fetch %s from %s: mirror: %w", branch, key, err)
 	}
-	return fetchBranch(ctx, store, key, abs, branch, base, abs, lim)
+	return fetchBranch(ctx, store, key, abs, branch, branch, base, abs, lim)
 }
 
-func fetchBranch(ctx context.Context, store ObjectStore, key, repo, branch, base, mirror string, lim Limits) (string, error) {
+// fetchBranch fetches the bundle of branch into the branch target.
+func fetchBranch(ctx context.Context, store ObjectStore, key, repo, branch, target, base, mirror string, lim Limits) (string, error) {
 	fail := func(err error) (string, error) { return "", fmt.Errorf("fetch %s from %s: %w", branch, key, err) }
 	if err := validBranch(branch); err != nil {
 		return fail(err)
@@ -217,8 +228,8 @@ func fetchBranch(ctx context.Context, store ObjectStore, key, repo, branch, base
 	if err := validOID("base", base); err != nil {
 		return fail(err)
 	}
-	ref := "refs/heads/" + branch
-	if err := notCheckedOut(ctx, repo, ref, mirror, lim); err != nil {
+	ref, dst := "refs/heads/"+branch, "refs/heads/"+target
+	if err := notCheckedOut(ctx, repo, dst, mirror, lim); err != nil {
 		return fail(err)
 	}
 	s, err := lim.newScratch()
@@ -233,7 +244,7 @@ func fetchBranch(ctx context.Context, store ObjectStore, key, repo, branch, base
 	if err != nil {
 		return fail(err)
 	}
-	old, err := refValue(ctx, repo, ref, lim)
+	old, err := refValue(ctx, repo, dst, lim)
 	if err != nil {
 		return fail(err)
 	}
@@ -258,10 +269,10 @@ func fetchBranch(ctx context.Context, store ObjectStore, key, repo, branch, base
 		return fail(fmt.Errorf("%w: fetched %q, the bundle says %s: %w", ErrBadBundle, got, tip, errOr(err, "mismatch")))
 	}
 	// Checked again right before the move: a checkout may have come since.
-	if err := notCheckedOut(ctx, repo, ref, mirror, lim); err != nil {
+	if err := notCheckedOut(ctx, repo, dst, mirror, lim); err != nil {
 		return fail(err)
 	}
-	if _, err := lim.git(ctx, repo, "update-ref", "-m", "fleet: "+branch+" from its host", ref, tip, old); err != nil {
+	if _, err := lim.git(ctx, repo, "update-ref", "-m", "fleet: "+branch+" from its host", dst, tip, old); err != nil {
 		return fail(fmt.Errorf("move the branch (did it move meanwhile?): %w", err))
 	}
 	if err := resetMirror(ctx, mirror, lim); err != nil {

@@ -53,8 +53,15 @@ type Fleet struct {
 	cfg Config
 	log *slog.Logger
 
-	mu    sync.Mutex
-	links map[string]*link // by host name
+	// ctx ends with Close; wg holds the sessions' loops, which can
+	// outlive their sessions (a lost host's late work).
+	ctx    context.Context
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+
+	mu     sync.Mutex
+	links  map[string]*link // by host name
+	closed bool
 }
 
 // link is the fleet's use of one host's account: its JetStream, with the
@@ -76,7 +83,31 @@ func New(cfg Config) *Fleet {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
-	return &Fleet{cfg: cfg, log: cfg.Logger, links: map[string]*link{}}
+	f := &Fleet{cfg: cfg, log: cfg.Logger, links: map[string]*link{}}
+	f.ctx, f.cancel = context.WithCancel(context.Background())
+	return f
+}
+
+// Close stops every session's loop, late ones included (what a lost
+// host sends later stays in its stream), and waits for them.
+func (f *Fleet) Close() {
+	f.mu.Lock()
+	f.closed = true
+	f.mu.Unlock()
+	f.cancel()
+	f.wg.Wait()
+}
+
+// goLoop runs loop on a goroutine the Fleet owns; false once closed.
+func (f *Fleet) goLoop(loop func(ctx context.Context)) bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.closed {
+		return false
+	}
+	f.wg.Add(1)
+	go func() { defer f.wg.Done(); loop(f.ctx) }()
+	return true
 }
 
 var _ engine.Hosts = (*Fleet)(nil)

@@ -137,6 +137,7 @@ func newSetup(t *testing.T, lease time.Duration, through func(hubAddr string) st
 	}
 	t.Cleanup(s.agent.Close)
 	s.fleet = remote.New(remote.Config{Hub: s.hub.Hub, Lease: lease})
+	t.Cleanup(s.fleet.Close)
 	testwait.For(t, testwait.Bound, "h1 up", func() bool {
 		c, _ := s.fleet.Candidates("local", "", "")
 		return len(c) == 1
@@ -228,7 +229,9 @@ func TestWorkerOnAHost(t *testing.T) {
 
 // A host that goes silent (its link cut for longer than the lease) fails
 // its worker with a reason that names it, and the work of its last turn
-// is on the branch.
+// is on the branch. When the host is back it stops the worker (no process
+// left), and what the worker did meanwhile arrives, marked late, its work
+// on a branch of its own.
 func TestLostHostFailsItsWorker(t *testing.T) {
 	var p *hoststest.Proxy
 	s := newSetup(t, 3*time.Second, func(addr string) string { p = hoststest.StartProxy(t, addr); return p.Addr() })
@@ -238,7 +241,8 @@ func TestLostHostFailsItsWorker(t *testing.T) {
 		t.Fatal(err)
 	}
 	rec.turnEnd(t, 1)
-	if err := sess.Send(t.Context(), provider.Turn{Text: `echo going; sleep 600`}); err != nil {
+	marker := fmt.Sprintf("tick-%d", time.Now().UnixNano())
+	if err := sess.Send(t.Context(), provider.Turn{Text: `echo going; echo later > later.txt; while true; do echo ` + marker + `; sleep 0.2; done`}); err != nil {
 		t.Fatal(err)
 	}
 	testwait.For(t, testwait.Bound, "the second turn's output", func() bool { return slices.Contains(rec.lines(), "going") })
@@ -251,9 +255,48 @@ func TestLostHostFailsItsWorker(t *testing.T) {
 	if err := sess.Err(); err == nil || !strings.Contains(err.Error(), "host h1 lost: not heard from for 3s") {
 		t.Fatalf("err = %v", err)
 	}
+	// The engine closes a failed session at once; Close must not wait for
+	// the host.
+	closed := make(chan struct{})
+	go func() { sess.Close(); close(closed) }()
+	select {
+	case <-closed:
+	case <-time.After(testwait.Bound):
+		t.Fatal("Close of a lost worker's session did not return")
+	}
 	if got := git(t, s.repo, "show", "fleet/s1/w1:first.txt"); got != "first" {
 		t.Fatalf("first.txt on the branch: %q", got)
 	}
+	tipBefore := git(t, s.repo, "rev-parse", "fleet/s1/w1")
+
+	p.Heal()
+	notes := func() []string {
+		var out []string
+		for _, ev := range rec.all() {
+			if n, ok := ev.(provider.Note); ok {
+				out = append(out, n.Text)
+			}
+		}
+		return out
+	}
+	testwait.For(t, testwait.Bound, "the late run to end", func() bool {
+		return slices.ContainsFunc(notes(), func(n string) bool { return strings.Contains(n, "late from host h1: s1-w1 ended on the host") })
+	})
+	if !slices.ContainsFunc(rec.lines(), func(l string) bool { return l == "late from host h1: "+marker }) {
+		t.Errorf("no late output marked as such; notes %q", notes())
+	}
+	if !slices.ContainsFunc(notes(), func(n string) bool { return strings.Contains(n, "Host h1 is back; it stops s1-w1") }) {
+		t.Errorf("notes %q", notes())
+	}
+	if got := git(t, s.repo, "show", "fleet/s1/w1-late:later.txt"); got != "later" {
+		t.Fatalf("later.txt on the late branch: %q", got)
+	}
+	if tip := git(t, s.repo, "rev-parse", "fleet/s1/w1"); tip != tipBefore {
+		t.Fatalf("the worker's branch moved from %s to %s", tipBefore, tip)
+	}
+	testwait.For(t, testwait.Bound, "no process of the worker left", func() bool {
+		return exec.Command("pgrep", "-f", marker).Run() != nil
+	})
 }
 
 var _ engine.Hosts = (*remote.Fleet)(nil)

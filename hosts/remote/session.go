@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -74,7 +75,7 @@ func (p *hostProvider) Start(ctx context.Context, spec provider.Spec, h provider
 		return nil, err
 	}
 	s := &session{p: p, l: l, h: h, run: run, mirror: mirror, branch: branch, base: base,
-		ready: make(chan struct{}), done: make(chan struct{}), answers: map[string]bool{}}
+		ready: make(chan struct{}), done: make(chan struct{}), loopDone: make(chan struct{}), answers: map[string]bool{}}
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	defer func() {
 		if s.claim == 0 {
@@ -111,8 +112,10 @@ func (p *hostProvider) Start(ctx context.Context, spec provider.Spec, h provider
 	if len(spec.MCP) > 0 {
 		h.Event(provider.Note{Text: "the fleet's MCP tools are not offered to a worker on a host"})
 	}
-	s.wg.Add(1)
-	go func() { defer s.wg.Done(); s.loop() }()
+	if !p.f.goLoop(s.loop) {
+		s.abort(errors.New("the fleet is shutting down"))
+		return nil, s.Err()
+	}
 	select {
 	case <-s.ready:
 		return s, nil
@@ -137,6 +140,9 @@ func (s *session) abort(err error) {
 	s.closeOnce.Do(func() {
 		s.cancel()
 		s.wg.Wait()
+		if s.loopStarted.Load() {
+			<-s.loopDone
+		}
 		s.dropEvents()
 	})
 }
@@ -156,7 +162,15 @@ type session struct {
 
 	ctx    context.Context // ends with the session: its answers and fetches stop
 	cancel context.CancelFunc
-	wg     sync.WaitGroup // the loop and the answers
+	wg     sync.WaitGroup // the answers
+	// loopDone is closed when the loop (owned by the Fleet: it outlives a
+	// session given up as lost, to take its late work) has returned.
+	loopDone chan struct{}
+	// late: the host was lost and the session ended; the loop goes on to
+	// stop the worker when the host is back and to take its late work.
+	late        atomic.Bool
+	loopStarted atomic.Bool
+	stopped     bool // late: the host said it stops the run; the loop's own
 
 	ready     chan struct{}
 	readyOnce sync.Once
@@ -225,41 +239,95 @@ func (s *session) takeBack() bool {
 }
 
 // loop pulls the run's events and hands them to the engine, in order,
-// until the session ends; between pulls it looks at the host's state.
-func (s *session) loop() {
+// until the session ends; between pulls it looks at the host's state. When
+// the host is lost the session ends, and the loop goes on late: it stops
+// the worker once the host is back and takes what the worker did
+// meanwhile, marked late, until the host says the run ended.
+func (s *session) loop(fleet context.Context) {
+	s.loopStarted.Store(true)
+	defer close(s.loopDone)
 	for {
-		select {
-		case <-s.done:
-			return
-		default:
-		}
-		if err := s.hostGone(); err != nil {
-			s.end(err)
-			return
+		ctx := s.ctx
+		if s.late.Load() {
+			ctx = fleet
+			if !s.lateStep(ctx) {
+				s.dropEvents()
+				return
+			}
+		} else {
+			select {
+			case <-s.done:
+				return
+			case <-fleet.Done():
+				s.end(errors.New("the fleet is shutting down"))
+				return
+			default:
+			}
+			if err := s.hostGone(); err != nil {
+				if _, ok := s.p.f.status(s.p.host); ok && !errors.Is(err, ErrNotStarted) {
+					s.late.Store(true) // before end: Close must not wait for a late loop
+				}
+				s.end(err)
+				continue
+			}
 		}
 		batch, err := s.cons.Fetch(fetchBatch, jetstream.FetchMaxWait(fetchWait))
 		if err != nil {
-			if s.ctx.Err() != nil {
+			if ctx.Err() != nil {
 				return
 			}
 			s.p.f.log.Warn("remote worker: pull events", "host", s.p.host, "run", s.run, "err", err)
 			select {
-			case <-s.ctx.Done():
+			case <-ctx.Done():
 				return
 			case <-time.After(fetchWait):
 			}
 			continue
 		}
 		for m := range batch.Messages() {
-			if err := s.handle(m.Data()); err != nil {
+			err := s.handle(m.Data())
+			if errors.Is(err, errLateEnded) {
+				_ = m.Ack()
+				s.dropEvents()
+				return
+			}
+			if err != nil {
 				_ = m.Term()
 				s.stop()
+				if s.late.Load() {
+					s.p.f.log.Warn("remote worker: late events refused", "host", s.p.host, "run", s.run, "err", err)
+					s.dropEvents()
+					return
+				}
 				s.end(err)
 				return
 			}
 			_ = m.Ack()
 		}
 	}
+}
+
+// lateStep is the late loop's look at the host before each pull: it asks
+// the host, once back, to stop the run; false ends the loop (the fleet is
+// closing, the host was removed, or it no longer has the run).
+func (s *session) lateStep(ctx context.Context) bool {
+	if ctx.Err() != nil {
+		return false
+	}
+	st, ok := s.p.f.status(s.p.host)
+	if !ok {
+		return false
+	}
+	if s.stopped || st.State == hosts.StateLost {
+		return true
+	}
+	var r wire.Reply
+	if err := s.request(ctx, wire.ControlSubject(s.p.host, s.run), wire.Control{Op: wire.OpStop}, &r); err != nil {
+		return true // not reachable yet
+	}
+	s.stopped = true
+	s.h.Event(provider.Note{Text: fmt.Sprintf("Host %s is back; it stops %s, which the fleet gave up. What it did meanwhile follows, marked late.", s.p.host, s.run)})
+	return !r.Gone
 }
 
 // hostGone says why the run cannot go on when its host is lost or
@@ -319,6 +387,9 @@ func (s *session) handle(data []byte) error {
 
 // apply hands one event to the engine.
 func (s *session) apply(ev wire.Event) error {
+	if s.late.Load() {
+		return s.applyLate(ev)
+	}
 	if pe, ok := ev.Provider(); ok {
 		if ss, ok := pe.(provider.SessionStarted); ok && ss.ID != "" {
 			s.mu.Lock()
@@ -355,6 +426,53 @@ func (s *session) apply(ev wire.Event) error {
 		s.end(err)
 	}
 	return nil
+}
+
+// lateNote prefixes what a worker given up as lost did after that.
+const lateNote = "late from host "
+
+// applyLate hands the engine what the worker did after the fleet gave it
+// up: its output and words, each marked late; its work goes to a branch of
+// its own (<branch>-late), so that nothing moves the worker's branch or
+// its work tree under a retry.
+func (s *session) applyLate(ev wire.Event) error {
+	late := lateNote + s.p.host + ": "
+	switch ev.Kind {
+	case wire.KindOutput:
+		lines := make([]string, len(ev.Lines))
+		for i, l := range ev.Lines {
+			lines[i] = late + l
+		}
+		s.h.Event(provider.Output{Stream: ev.Stream, Lines: lines})
+	case wire.KindText, wire.KindNote:
+		s.h.Event(provider.Note{Text: late + ev.Text})
+	case wire.KindTurnEnded:
+		s.h.Event(provider.Note{Text: late + "the turn ended" + errSuffix(ev.Err)})
+	case wire.KindBranch:
+		ctx, cancel := context.WithTimeout(context.WithoutCancel(s.ctx), 5*time.Minute)
+		defer cancel()
+		as := s.branch + "-late"
+		tip, err := gitmove.FetchBranchAs(ctx, s.l.store, ev.Key, s.mirror, s.branch, as, s.base, s.p.f.cfg.Limits)
+		if err != nil {
+			return fmt.Errorf("late work of %s: %w", s.run, err)
+		}
+		s.h.Event(provider.Note{Text: fmt.Sprintf("%sits last work is on branch %s at %s (git log %s)", late, as, tip[:min(12, len(tip))], as)})
+	case wire.KindEnded:
+		s.h.Event(provider.Note{Text: late + s.run + " ended on the host" + errSuffix(ev.Err)})
+		s.stopped = true
+		return errLateEnded
+	}
+	return nil
+}
+
+// errLateEnded ends the late loop: the host says the run is over.
+var errLateEnded = errors.New("the late run ended")
+
+func errSuffix(err string) string {
+	if err == "" {
+		return ""
+	}
+	return ": " + err
 }
 
 // fetch takes the branch the host sent into the user's repository and
@@ -507,6 +625,10 @@ func (s *session) Close() error {
 		}
 		s.cancel()
 		s.wg.Wait()
+		if s.late.Load() {
+			return // the late loop drops the events when it is done
+		}
+		<-s.loopDone
 		s.dropEvents()
 	})
 	return nil
