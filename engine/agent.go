@@ -84,22 +84,9 @@ func (e *Engine) run(ctx context.Context, h *host) provider.TurnEnded {
 // returns: a settled worker keeps nothing running.
 func (e *Engine) runTurn(ctx context.Context, h *host, dir, text string) provider.TurnEnded {
 	w := h.w
-	e.mu.Lock()
-	prov := e.providerLocked(w.provider)
-	name, onHost := e.providerNameLocked(w.provider), w.hostName
-	spec := provider.Spec{
-		Agent: w.id, Role: provider.RoleWorker, Dir: dir, Env: e.agentEnv(w.id, h.taskID()),
-		Model: w.model, ResumeID: w.agentSession,
-	}
-	e.mu.Unlock()
-	if onHost != "" {
-		var err error
-		if prov, err = e.hostProvider(onHost, name); err != nil {
-			return provider.TurnEnded{ExitCode: -1, Err: caused(record.CauseStart, err)}
-		}
-	}
+	prov, spec, res := e.workerProvider(h, dir)
 	if prov == nil {
-		return provider.TurnEnded{ExitCode: -1, Err: fmt.Errorf("no provider %q is configured", w.provider)}
+		return res
 	}
 	sctx, cancel := context.WithTimeout(ctx, sessionStartTimeout)
 	sess, err := prov.Start(sctx, spec, h)
@@ -140,6 +127,61 @@ func (e *Engine) runTurn(ctx context.Context, h *host, dir, text string) provide
 		}
 		text = next
 	}
+}
+
+// workerProvider is the provider of h's worker (on its host when it has
+// one) and the spec of its session in dir; a nil provider comes with the
+// turn's end that says why.
+func (e *Engine) workerProvider(h *host, dir string) (provider.Provider, provider.Spec, provider.TurnEnded) {
+	w := h.w
+	e.mu.Lock()
+	prov := e.providerLocked(w.provider)
+	name, onHost := e.providerNameLocked(w.provider), w.hostName
+	spec := provider.Spec{
+		Agent: w.id, Role: provider.RoleWorker, Dir: dir, Env: e.agentEnv(w.id, h.taskID()),
+		Model: w.model, ResumeID: w.agentSession,
+	}
+	e.mu.Unlock()
+	if onHost != "" {
+		var err error
+		if prov, err = e.hostProvider(onHost, name); err != nil {
+			return nil, spec, provider.TurnEnded{ExitCode: -1, Err: caused(record.CauseStart, err)}
+		}
+	}
+	if prov == nil {
+		return nil, spec, provider.TurnEnded{ExitCode: -1, Err: fmt.Errorf("no provider %q is configured", w.provider)}
+	}
+	return prov, spec, provider.TurnEnded{}
+}
+
+// Adopter is a provider that can take up a session still running
+// elsewhere when the fleet starts again: a worker on a host keeps running
+// while the fleet is down (hosts/remote implements it).
+type Adopter interface {
+	Adopt(ctx context.Context, spec provider.Spec, h provider.Host) (provider.Session, error)
+}
+
+// adoptTurn takes up the turn h's worker was running on its host when the
+// fleet stopped, and waits for it to end: what the worker did since then
+// arrives first.
+func (e *Engine) adoptTurn(ctx context.Context, h *host, dir string) provider.TurnEnded {
+	prov, spec, res := e.workerProvider(h, dir)
+	if prov == nil {
+		return res
+	}
+	a, ok := prov.(Adopter)
+	if !ok {
+		return provider.TurnEnded{ExitCode: -1, Err: errors.New(reasonInterrupted)}
+	}
+	sctx, cancel := context.WithTimeout(ctx, sessionStartTimeout)
+	sess, err := a.Adopt(sctx, spec, h)
+	cancel()
+	if err != nil {
+		return provider.TurnEnded{ExitCode: -1, Err: fmt.Errorf("%s: could not take the worker up again: %w", reasonInterrupted, err)}
+	}
+	defer sess.Close()
+	h.touch(nowMs())
+	return e.awaitTurn(ctx, h, sess, quiet(prov))
 }
 
 // sessionStartTimeout bounds a provider's Start (a CLI that never

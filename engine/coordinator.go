@@ -370,13 +370,21 @@ func (e *Engine) tellLocked(from, id, text string) error {
 // resumeWorkerLocked runs t on the settled worker w, in its workspace,
 // continuing its CLI session.
 func (e *Engine) resumeWorkerLocked(w *worker, t *task) {
+	e.continueWorkerLocked(w, t, "resumed", func(ctx context.Context, h *host, dir string) provider.TurnEnded {
+		return e.runTurn(ctx, h, dir, t.command)
+	})
+}
+
+// continueWorkerLocked runs turn for t on the existing worker w (said as
+// what: "resumed", "adopted"), tracking its file changes, and settles it.
+func (e *Engine) continueWorkerLocked(w *worker, t *task, what string, turn func(ctx context.Context, h *host, dir string) provider.TurnEnded) {
 	ctx, cancel := context.WithCancelCause(context.Background())
 	w.status, w.taskID, w.cancel, w.endedAt = workerRunning, t.id, cancel, time.Time{}
 	w.lastActivity.Store(nowMs())
 	t.worker = w.id
 	t.startedAt = time.Now()
 	beginRunLocked(w, t)
-	e.activityLocked(w.id, "resumed", t.id+": "+oneLine(t.command, 200))
+	e.activityLocked(w.id, what, t.id+": "+oneLine(t.command, 200))
 	e.saveWorkerLocked(w)
 	e.setTaskLocked(t, taskRunning, "")
 	h := newHost(e, w, t, ctx)
@@ -399,7 +407,7 @@ func (e *Engine) resumeWorkerLocked(w *worker, t *task) {
 				finish, _ = tr.Track(ctx, w.id)
 			}
 		}
-		res := e.runTurn(ctx, h, dir, t.command)
+		res := turn(ctx, h, dir)
 		if finish != nil {
 			fctx, fcancel := context.WithTimeout(context.Background(), workspaceTimeout)
 			changes, err := finish(fctx)

@@ -96,13 +96,24 @@ func (e *Engine) restoreLocked(r *Restore) {
 	e.nextWorker = int(r.Counters[counterWorker])
 	e.broker.next = int(r.Counters[counterRequest])
 	e.nextLoop = int(r.Counters[counterLoop])
+	// Workers that were running on a host run there still: they are taken
+	// up again (adoptLocked), their tasks with them.
+	adopted := map[string]bool{}
+	if e.cfg.Hosts != nil && e.cfg.Governor == nil {
+		for _, wr := range r.Workers {
+			if (wr.Status == workerRunning || wr.Status == workerIdle) && wr.Host != "" {
+				adopted[wr.TaskID] = true
+			}
+		}
+	}
+	var adopt []*worker
 	for _, tr := range r.Tasks {
 		t := &task{
 			id: tr.ID, command: tr.Command, status: tr.Status, worker: tr.Worker, reason: tr.Reason,
 			loopID: tr.LoopID, attempt: tr.Attempt, planned: tr.Planned,
 			createdAt: time.UnixMilli(tr.CreatedAt),
 		}
-		if t.status == taskRunning || t.status == taskBlocked {
+		if (t.status == taskRunning || t.status == taskBlocked) && !adopted[t.id] {
 			t.status, t.reason = taskFailed, reasonInterrupted
 			e.activityLocked("coordinator", "task.updated", t.id+" failed: "+reasonInterrupted)
 			e.saveTaskLocked(t)
@@ -130,7 +141,9 @@ func (e *Engine) restoreLocked(r *Restore) {
 		if wr.EndedAt != 0 {
 			w.endedAt = time.UnixMilli(wr.EndedAt)
 		}
-		if w.status == workerRunning || w.status == workerIdle {
+		if (w.status == workerRunning || w.status == workerIdle) && adopted[w.taskID] {
+			adopt = append(adopt, w)
+		} else if w.status == workerRunning || w.status == workerIdle {
 			w.status = workerFailed
 			if w.endedAt.IsZero() {
 				w.endedAt = time.UnixMilli(max(wr.LastActivityAt, wr.StartedAt))
@@ -139,6 +152,11 @@ func (e *Engine) restoreLocked(r *Restore) {
 		}
 		e.workers = append(e.workers, w)
 		e.workerByID[w.id] = w
+	}
+	for _, w := range adopt {
+		if t := e.taskByID[w.taskID]; t != nil {
+			e.continueWorkerLocked(w, t, "adopted", e.adoptTurn)
+		}
 	}
 	// The coordinator continues its CLI session when the provider is the
 	// same (a session id means nothing to another CLI).

@@ -11,13 +11,13 @@ import (
 // Proxy stands between a host and the hub: a TCP forwarder whose link
 // a test cuts (every connection closed, new ones refused) and heals.
 type Proxy struct {
-	ln     net.Listener
-	target string
+	ln net.Listener
 
-	mu    sync.Mutex
-	down  bool
-	conns map[net.Conn]bool
-	wg    sync.WaitGroup
+	mu     sync.Mutex
+	target string
+	down   bool
+	conns  map[net.Conn]bool
+	wg     sync.WaitGroup
 }
 
 // StartProxy forwards a listener on 127.0.0.1 to target until the test
@@ -47,7 +47,10 @@ func (p *Proxy) accept() {
 		if err != nil {
 			return
 		}
-		up, err := net.DialTimeout("tcp", p.target, 10*time.Second)
+		p.mu.Lock()
+		target := p.target
+		p.mu.Unlock()
+		up, err := net.DialTimeout("tcp", target, 10*time.Second)
 		p.mu.Lock()
 		if err != nil || p.down {
 			p.mu.Unlock()
@@ -79,6 +82,14 @@ func (p *Proxy) Cut() {
 		c.Close()
 	}
 	clear(p.conns)
+}
+
+// Retarget sends the connections made from now on to target (a hub
+// started again on another port).
+func (p *Proxy) Retarget(target string) {
+	p.mu.Lock()
+	p.target = target
+	p.mu.Unlock()
 }
 
 // Heal lets connections through again.

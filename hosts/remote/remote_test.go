@@ -299,4 +299,57 @@ func TestLostHostFailsItsWorker(t *testing.T) {
 	})
 }
 
+// A worker keeps running on its host while the fleet is down; the fleet
+// started again (a new hub on the same store, a new remote.Fleet) takes it
+// up with Adopt, and what it printed meanwhile arrives, then its turn's
+// end.
+func TestAdoptAfterTheFleetRestarted(t *testing.T) {
+	var p *hoststest.Proxy
+	s := newSetup(t, 5*time.Second, func(addr string) string { p = hoststest.StartProxy(t, addr); return p.Addr() })
+	rec := &recorder{}
+	sess := s.start(t, rec)
+	gate := filepath.Join(t.TempDir(), "gate")
+	if err := sess.Send(t.Context(), provider.Turn{Text: `i=0; while [ ! -e '` + gate + `' ]; do i=$((i+1)); echo "n $i"; sleep 0.05; done; echo after > after.txt; echo done`}); err != nil {
+		t.Fatal(err)
+	}
+	testwait.For(t, testwait.Bound, "output before the crash", func() bool { return len(rec.lines()) >= 3 })
+
+	// The fleet goes: its loops and its hub stop (as a killed process's
+	// would), and a new hub starts on the same store and the same hosts.
+	s.fleet.Close()
+	s.hub.Close()
+	before := len(rec.lines())
+	hub2 := hoststest.StartHubIn(t, s.hub.Dir, 5*time.Second)
+	p.Retarget(hub2.ListenAddr())
+	p.Cut()
+	p.Heal()
+	fleet2 := remote.New(remote.Config{Hub: hub2.Hub, Lease: 5 * time.Second})
+	t.Cleanup(fleet2.Close)
+	rec2 := &recorder{}
+	sess2, err := fleet2.Provider("h1", "local").(engine.Adopter).Adopt(t.Context(), provider.Spec{Agent: "w1", Role: provider.RoleWorker,
+		Dir: s.mirror, Env: []string{provider.SessionEnv + "=s1"}}, rec2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { sess2.Close() })
+	os.WriteFile(gate, nil, 0o644)
+	if te := rec2.turnEnd(t, 1); te.Err != nil || te.ExitCode != 0 {
+		t.Fatalf("the adopted turn: %+v", te)
+	}
+	// Every line once, in order, across both fleets: what the first took,
+	// then the rest.
+	all := append(rec.lines()[:before:before], rec2.lines()...)
+	if all[len(all)-1] != "done" {
+		t.Fatalf("last line %q", all[len(all)-1])
+	}
+	for i, l := range all[:len(all)-1] {
+		if l != fmt.Sprintf("n %d", i+1) {
+			t.Fatalf("line %d is %q (lines %q)", i+1, l, all)
+		}
+	}
+	if got := git(t, s.repo, "show", "fleet/s1/w1:after.txt"); got != "after" {
+		t.Fatalf("after.txt on the branch: %q", got)
+	}
+}
+
 var _ engine.Hosts = (*remote.Fleet)(nil)

@@ -90,12 +90,12 @@ func (p *hostProvider) Start(ctx context.Context, spec provider.Spec, h provider
 	if err != nil {
 		return nil, fmt.Errorf("host %s: send the base: %w", p.host, err)
 	}
-	if err := s.openEvents(ctx); err != nil {
-		return nil, err
-	}
 	var nonce [6]byte
 	rand.Read(nonce[:])
 	s.claimID = run + "." + hex.EncodeToString(nonce[:])
+	if err := s.openEvents(ctx); err != nil {
+		return nil, err
+	}
 	claim := wire.Start{Claim: s.claimID, Session: envValue(spec.Env, provider.SessionEnv), Worker: spec.Agent, Provider: p.prov,
 		Model: spec.Model, ResumeID: spec.ResumeID, Instructions: spec.Instructions, Env: markers(spec.Env),
 		Repo: repo, Base: base, BaseKey: sent.Key, Branch: branch, Acked: base}
@@ -157,6 +157,7 @@ type session struct {
 	branch  string
 	base    string // the commit the host started this session from
 	claimID string // wire.Start.Claim: its batches carry it
+	adopted bool   // taken up by Adopt: the first batch seen sets where the numbering is
 	claim   uint64 // the claim's sequence in the work queue
 	cons    jetstream.Consumer
 
@@ -185,6 +186,81 @@ type session struct {
 	answers  map[string]bool // requests answered or being answered
 }
 
+// Keys of the run's consumer metadata.
+const (
+	metaClaim  = "fleet-claim"
+	metaBase   = "fleet-base"
+	metaBranch = "fleet-branch"
+)
+
+// Adopt takes up a worker that was running on the host when the fleet
+// stopped: its event consumer still holds what the fleet had not yet
+// taken (the host kept sending while the fleet was down), so nothing is
+// lost. It waits, within the lease, for the host to be back, and asks it
+// whether it still has the run.
+func (p *hostProvider) Adopt(ctx context.Context, spec provider.Spec, h provider.Host) (provider.Session, error) {
+	run, err := wire.RunKey(envValue(spec.Env, provider.SessionEnv), spec.Agent)
+	if err != nil {
+		return nil, err
+	}
+	l, err := p.f.link(ctx, p.host)
+	if err != nil {
+		return nil, err
+	}
+	stream, err := l.js.Stream(ctx, wire.EventStream)
+	if err != nil {
+		return nil, fmt.Errorf("host %s: its event stream: %w", p.host, err)
+	}
+	cons, err := stream.Consumer(ctx, consumerName(run))
+	if err != nil {
+		return nil, fmt.Errorf("host %s: no events of %s to take up: %w", p.host, run, err)
+	}
+	md := cons.CachedInfo().Config.Metadata
+	s := &session{p: p, l: l, h: h, run: run, mirror: spec.Dir, branch: md[metaBranch], base: md[metaBase], claimID: md[metaClaim],
+		cons: cons, adopted: true, ready: make(chan struct{}), done: make(chan struct{}), loopDone: make(chan struct{}), answers: map[string]bool{}}
+	if s.claimID == "" || s.base == "" || s.branch == "" {
+		return nil, fmt.Errorf("host %s: the events of %s do not say which claim they are", p.host, run)
+	}
+	s.ctx, s.cancel = context.WithCancel(context.Background())
+	// The hub has just started: the host is back once it heartbeats.
+	wait := time.NewTimer(p.f.cfg.Lease)
+	defer wait.Stop()
+	for up := false; !up; {
+		st, ok := p.f.status(p.host)
+		up = ok && st.State == hosts.StateUp
+		if !up {
+			select {
+			case <-ctx.Done():
+				s.cancel()
+				return nil, context.Cause(ctx)
+			case <-wait.C:
+				s.cancel()
+				return nil, fmt.Errorf("host %s did not come back within the lease (%s)", p.host, p.f.cfg.Lease)
+			case <-time.After(200 * time.Millisecond):
+			}
+		}
+	}
+	tip, err := gitOut(ctx, s.mirror, "rev-parse", "--verify", "HEAD^{commit}")
+	if err != nil {
+		s.cancel()
+		return nil, err
+	}
+	if err := s.control(ctx, wire.Control{Op: wire.OpFetched, Commit: tip}); err != nil {
+		s.cancel()
+		if errors.Is(err, provider.ErrClosed) {
+			return nil, fmt.Errorf("host %s no longer has %s (it restarted)", p.host, run)
+		}
+		return nil, err
+	}
+	close(s.ready)
+	if !p.f.goLoop(s.loop) {
+		s.abort(errors.New("the fleet is shutting down"))
+		return nil, s.Err()
+	}
+	h.Event(provider.Note{Text: fmt.Sprintf("Took %s up again on host %s after the fleet restarted; what it did meanwhile follows.", spec.Agent, p.host)})
+	return s, nil
+}
+
 // consumerName is the durable name of run's event consumer.
 func consumerName(run string) string { return "fleet-" + run }
 
@@ -206,6 +282,8 @@ func (s *session) openEvents(ctx context.Context) error {
 		Durable: consumerName(s.run), FilterSubject: subj,
 		AckPolicy: jetstream.AckExplicitPolicy, DeliverPolicy: jetstream.DeliverAllPolicy,
 		AckWait: 5 * time.Minute, MaxAckPending: 4 * fetchBatch,
+		// What a fleet started again needs to take the run up (Adopt).
+		Metadata: map[string]string{metaClaim: s.claimID, metaBase: s.base, metaBranch: s.branch},
 	})
 	if err != nil {
 		return fmt.Errorf("host %s: open the event consumer: %w", s.p.host, err)
@@ -302,8 +380,19 @@ func (s *session) loop(fleet context.Context) {
 				s.end(err)
 				return
 			}
-			_ = m.Ack()
+			s.ack(m)
 		}
+	}
+}
+
+// ack acknowledges a batch handled and waits, briefly, for the stream to
+// have it: a fleet killed right after still finds it taken when it starts
+// again (Adopt), so its events are not handed on twice.
+func (s *session) ack(m jetstream.Msg) {
+	ctx, cancel := context.WithTimeout(context.Background(), controlTimeout)
+	defer cancel()
+	if err := m.DoubleAck(ctx); err != nil {
+		s.p.f.log.Debug("remote worker: ack", "host", s.p.host, "run", s.run, "err", err)
 	}
 }
 
@@ -366,6 +455,9 @@ func (s *session) handle(data []byte) error {
 	for i, ev := range b.Events {
 		seq := b.Seq + uint64(i)
 		s.mu.Lock()
+		if s.adopted && s.last == 0 {
+			s.last = seq - 1 // what came before, the fleet took before it stopped
+		}
 		seen := seq <= s.last
 		if !seen {
 			if seq != s.last+1 {
