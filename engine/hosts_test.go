@@ -450,3 +450,39 @@ func TestRetryRunsOnTheFailedWorkerPlacedAfresh(t *testing.T) {
 		t.Fatalf("/retry t2: %q", r.Text)
 	}
 }
+
+// adopting is a host provider that can take up a worker after a restart:
+// the taken-up session is a real local one, already running a turn (as
+// the worker on the host still is).
+type adopting struct{ local.Provider }
+
+func (a *adopting) Adopt(ctx context.Context, spec provider.Spec, h provider.Host) (provider.Session, error) {
+	sess, err := a.Start(ctx, spec, h)
+	if err != nil {
+		return nil, err
+	}
+	return sess, sess.Send(ctx, provider.Turn{Text: "echo still running on the host"})
+}
+
+// A worker that was running on a host when the fleet stopped is taken up
+// again on --resume, with its task: it ends as it ends on the host, not
+// as interrupted. A provider that cannot take it up fails it as before.
+func TestRunningHostWorkerIsAdoptedOnRestore(t *testing.T) {
+	saved := &Restore{
+		Tasks:    []TaskRecord{{ID: "t1", Command: "$ sleep 600", Status: taskRunning, Worker: "w1"}},
+		Workers:  []WorkerRecord{{ID: "w1", Status: workerRunning, TaskID: "t1", Host: "h1", StartedAt: nowMs()}},
+		Counters: map[string]int64{counterTask: 1, counterWorker: 1},
+	}
+	hs := oneProviderHosts{newTestHosts(testHost{name: "h1", slots: 1}), &adopting{}}
+	_, rec := newEngine(t, func(c *Config) { c.Restore = saved; c.Hosts = hs; c.Cwd = t.TempDir() })
+	rec.waitFor("w1 adopted", activity("adopted", "t1: "))
+	rec.waitFor("its output", func(m protocol.Message) bool {
+		tr, ok := m.(*protocol.Transcript)
+		return ok && tr.Text == "still running on the host" && tr.Agent == "w1"
+	})
+	rec.waitFor("t1 done", activity("task.updated", "t1 done"))
+
+	plain := oneProviderHosts{newTestHosts(testHost{name: "h1", slots: 1}), &local.Provider{}}
+	_, rec2 := newEngine(t, func(c *Config) { c.Restore = saved; c.Hosts = plain; c.Cwd = t.TempDir() })
+	rec2.waitFor("t1 failed as interrupted", activity("task.updated", "t1 failed: interrupted"))
+}
