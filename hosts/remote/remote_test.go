@@ -20,9 +20,11 @@ import (
 	"github.com/agents-fleet/fleet/hosts"
 	"github.com/agents-fleet/fleet/hosts/hoststest"
 	"github.com/agents-fleet/fleet/hosts/remote"
+	"github.com/agents-fleet/fleet/hosts/wire"
 	"github.com/agents-fleet/fleet/internal/testwait"
 	"github.com/agents-fleet/fleet/provider"
 	"github.com/agents-fleet/fleet/provider/local"
+	"github.com/nats-io/nats.go/jetstream"
 )
 
 func TestMain(m *testing.M) {
@@ -349,6 +351,44 @@ func TestAdoptAfterTheFleetRestarted(t *testing.T) {
 	}
 	if got := git(t, s.repo, "show", "fleet/s1/w1:after.txt"); got != "after" {
 		t.Fatalf("after.txt on the branch: %q", got)
+	}
+}
+
+// A host that sends what is not an event batch (garbage, a gap in the
+// numbering) fails that worker with a reason that says so; its other
+// worker goes on.
+func TestGarbageFromAHostFailsOnlyThatWorker(t *testing.T) {
+	s := newSetup(t, hosts.DefaultLease, nil)
+	git(t, s.repo, "worktree", "add", "-q", "-b", "fleet/s1/w2", filepath.Join(filepath.Dir(s.mirror), "w2"))
+	rec1, rec2 := &recorder{}, &recorder{}
+	sess1 := s.start(t, rec1)
+	sess2, err := s.fleet.Provider("h1", "local").Start(t.Context(), provider.Spec{Agent: "w2", Role: provider.RoleWorker,
+		Dir: filepath.Join(filepath.Dir(s.mirror), "w2"), Env: []string{provider.SessionEnv + "=s1"}}, rec2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { sess2.Close() })
+	js, err := jetstream.New(s.hub.Conn("h1"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// What a misbehaving host puts in its own event stream.
+	if _, err := js.Publish(t.Context(), wire.EventSubject("h1", "s1-w1"), []byte(`{"seq":1,"events":[{"k":"rm -rf"}]}`)); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-sess1.Done():
+	case <-time.After(testwait.Bound):
+		t.Fatal("the worker fed garbage did not fail")
+	}
+	if err := sess1.Err(); err == nil || !strings.Contains(err.Error(), `host h1 sent what the fleet cannot take for s1-w1: event batch: event 1: unknown event kind "rm -rf"`) {
+		t.Fatalf("err = %v", err)
+	}
+	if err := sess2.Send(t.Context(), provider.Turn{Text: "echo still fine"}); err != nil {
+		t.Fatal(err)
+	}
+	if te := rec2.turnEnd(t, 1); te.Err != nil || !slices.Contains(rec2.lines(), "still fine") {
+		t.Fatalf("w2's turn: %+v, lines %q", te, rec2.lines())
 	}
 }
 
