@@ -72,12 +72,17 @@ func (h *Hub) apply(reg Registry) error {
 		}
 		l.close()
 	}
-	opts, err := h.options(reg, keys)
-	if err != nil {
-		return err
-	}
-	if err := h.srv.ReloadOptions(opts); err != nil {
-		return fmt.Errorf("hosts hub: reload: %w", err)
+	// The accounts change only when a host comes or goes; a drain changes
+	// nothing the server knows.
+	if len(gone) > 0 || len(fresh) > 0 {
+		opts, err := h.options(reg, keys)
+		if err != nil {
+			return err
+		}
+		if err := h.srv.ReloadOptions(opts); err != nil {
+			return fmt.Errorf("hosts hub: reload: %w", err)
+		}
+		h.relink(keys, fresh)
 	}
 	for _, l := range gone {
 		// The credential is gone; so goes a connection made with it.
@@ -122,6 +127,22 @@ func (h *Hub) apply(reg Registry) error {
 		h.cfg.OnChange()
 	}
 	return errors.Join(errs...)
+}
+
+// relink cuts off the leaf connections of the hosts that stay enrolled
+// through a reload of the accounts: nats-server re-checks client
+// connections on a reload but not leaf ones, whose JetStream and request
+// interest is then stale (their JetStream API requests get no responders).
+// They dial again within about a second and start afresh; their outboxes
+// resend what was in flight, and the fleet's requests are retried.
+func (h *Hub) relink(keys, fresh map[string]nkeys.KeyPair) {
+	for name := range keys {
+		if fresh[name] == nil {
+			for _, addr := range h.disconnect(name) {
+				h.log.Info("host relinked: the hub's accounts changed", "host", name, "address", addr)
+			}
+		}
+	}
 }
 
 // openLink connects the fleet into host's account and listens for its
@@ -202,11 +223,21 @@ func (h *Hub) leafs(name string) []*server.LeafInfo {
 
 // cutOff closes every leaf connection of host name.
 func (h *Hub) cutOff(name string) {
+	for _, addr := range h.disconnect(name) {
+		h.log.Info("host cut off", "host", name, "address", addr)
+	}
+}
+
+// disconnect closes host name's leaf connections and returns where they
+// came from.
+func (h *Hub) disconnect(name string) []string {
+	var out []string
 	for _, li := range h.leafs(name) {
 		if err := h.srv.DisconnectClientByID(li.ID); err == nil {
-			h.log.Info("host cut off", "host", name, "address", li.IP)
+			out = append(out, li.IP)
 		}
 	}
+	return out
 }
 
 // onHeartbeat records a heartbeat of l's host and answers it. A heartbeat

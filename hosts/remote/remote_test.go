@@ -392,4 +392,19 @@ func TestGarbageFromAHostFailsOnlyThatWorker(t *testing.T) {
 	}
 }
 
+// Enrolling another host while one is joined (the hub reloads its
+// accounts) leaves the joined one working: its worker runs.
+func TestEnrolWhileJoined(t *testing.T) {
+	s := newSetup(t, hosts.DefaultLease, nil)
+	s.hub.Enrol(t, "h2")
+	rec := &recorder{}
+	sess := s.start(t, rec)
+	if err := sess.Send(t.Context(), provider.Turn{Text: "echo after the reload"}); err != nil {
+		t.Fatal(err)
+	}
+	if te := rec.turnEnd(t, 1); te.Err != nil || !slices.Contains(rec.lines(), "after the reload") {
+		t.Fatalf("turn: %+v, lines %q", te, rec.lines())
+	}
+}
+
 var _ engine.Hosts = (*remote.Fleet)(nil)

@@ -13,6 +13,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/agents-fleet/fleet/engine"
@@ -637,6 +638,17 @@ func (s *session) request(ctx context.Context, subject string, req, out any) err
 	ctx, cancel := context.WithTimeout(ctx, controlTimeout)
 	defer cancel()
 	m, err := s.l.nc.RequestWithContext(ctx, subject, data)
+	// A host whose link is being made again (the hub relinks hosts when
+	// its accounts change) has no responder for a moment: try again,
+	// within the bound.
+	for errors.Is(err, nats.ErrNoResponders) {
+		select {
+		case <-ctx.Done():
+			return err
+		case <-time.After(250 * time.Millisecond):
+		}
+		m, err = s.l.nc.RequestWithContext(ctx, subject, data)
+	}
 	if err != nil {
 		return err
 	}
