@@ -40,15 +40,23 @@ func ipCmd(t *testing.T, args ...string) {
 	}
 }
 
-// twoNamespaces makes namespaces a and b joined by a veth pair, a at
-// addrA and b at addrB (CIDR), loopback up in each. Their names carry the
-// test's pid, so that runs side by side do not meet; they are deleted by
-// name when the test ends.
-func twoNamespaces(t *testing.T, addrA, addrB string) (netns, netns) {
-	t.Helper()
+// nsNames are the names twoNamespaces gives, for tag, to namespaces a and
+// b and to the veth ends in them (va in a, vb in b). They carry the test
+// process's pid, so that runs side by side do not meet, and the tag, so
+// that the tests of one run do not (a tag of at most 6 characters keeps a
+// veth name within IFNAMSIZ).
+func nsNames(tag string) (a, b netns, va, vb string) {
 	id := os.Getpid() % 100000
-	a, b := netns(fmt.Sprintf("fleet%d-a", id)), netns(fmt.Sprintf("fleet%d-b", id))
-	va, vb := fmt.Sprintf("fl%da", id), fmt.Sprintf("fl%db", id)
+	return netns(fmt.Sprintf("fleet%d%s-a", id, tag)), netns(fmt.Sprintf("fleet%d%s-b", id, tag)),
+		fmt.Sprintf("fl%d%sa", id, tag), fmt.Sprintf("fl%d%sb", id, tag)
+}
+
+// twoNamespaces makes namespaces a and b (named by nsNames(tag)) joined by
+// a veth pair, a at addrA and b at addrB (CIDR), loopback up in each. They
+// are deleted by name when the test ends.
+func twoNamespaces(t *testing.T, tag, addrA, addrB string) (netns, netns) {
+	t.Helper()
+	a, b, va, vb := nsNames(tag)
 	for _, ns := range []netns{a, b} {
 		exec.Command("ip", "netns", "del", string(ns)).Run() // left by a killed run
 		ipCmd(t, "netns", "add", string(ns))
@@ -109,7 +117,7 @@ func (e *env) hosts() []hostJSON {
 // and its credential refused.
 func TestHostsJoinAcrossNamespaces(t *testing.T) {
 	requireRoot(t)
-	nsA, nsB := twoNamespaces(t, "10.231.0.1/30", "10.231.0.2/30")
+	nsA, nsB := twoNamespaces(t, "", "10.231.0.1/30", "10.231.0.2/30")
 	const hub = "10.231.0.1:7422"
 
 	fleet := newEnv(t).in(nsA)
