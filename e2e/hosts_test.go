@@ -42,13 +42,14 @@ func ipCmd(t *testing.T, args ...string) {
 
 // twoNamespaces makes namespaces a and b joined by a veth pair, a at
 // addrA and b at addrB (CIDR), loopback up in each. Their names carry the
-// test's pid, so that runs side by side do not meet; they are deleted by
-// name when the test ends.
-func twoNamespaces(t *testing.T, addrA, addrB string) (netns, netns) {
+// test's pid, so that runs side by side do not meet, and suffix (at most
+// 7 letters: link names are short), so that tests of one run do not; they
+// are deleted by name when the test ends.
+func twoNamespaces(t *testing.T, suffix, addrA, addrB string) (netns, netns) {
 	t.Helper()
-	id := os.Getpid() % 100000
-	a, b := netns(fmt.Sprintf("fleet%d-a", id)), netns(fmt.Sprintf("fleet%d-b", id))
-	va, vb := fmt.Sprintf("fl%da", id), fmt.Sprintf("fl%db", id)
+	id := fmt.Sprint(os.Getpid()%100000) + suffix
+	a, b := netns("fleet"+id+"-a"), netns("fleet"+id+"-b")
+	va, vb := "fl"+id+"a", "fl"+id+"b"
 	for _, ns := range []netns{a, b} {
 		exec.Command("ip", "netns", "del", string(ns)).Run() // left by a killed run
 		ipCmd(t, "netns", "add", string(ns))
@@ -109,7 +110,7 @@ func (e *env) hosts() []hostJSON {
 // and its credential refused.
 func TestHostsJoinAcrossNamespaces(t *testing.T) {
 	requireRoot(t)
-	nsA, nsB := twoNamespaces(t, "10.231.0.1/30", "10.231.0.2/30")
+	nsA, nsB := twoNamespaces(t, "", "10.231.0.1/30", "10.231.0.2/30")
 	const hub = "10.231.0.1:7422"
 
 	fleet := newEnv(t).in(nsA)
