@@ -71,8 +71,8 @@ cat >"$work/home-fleet/config.json" <<'EOF'
 {"hosts": {"listen": "0.0.0.0:7422", "placement": "hosts-only"}}
 EOF
 
-in_fleet() { (cd "$repo" && AGENTS_FLEET_HOME=$work/home-fleet ip netns exec "$ns_f" "$fleet_bin" "$@"); }
 fleet_cmd() { (cd "$repo" && AGENTS_FLEET_HOME=$work/home-fleet "$fleet_bin" "$@"); }
+export AGENTS_FLEET_HOME=$work/home-fleet
 
 echo "== fleet: listening for hosts on :7422 in $ns_f"
 (cd "$repo" && AGENTS_FLEET_HOME=$work/home-fleet exec ip netns exec "$ns_f" "$fleet_bin" run --headless --control-socket --name demo) \
@@ -103,19 +103,19 @@ sleep 5
 ip -n "$ns_f" link set "hd${id}f2" up
 echo "== link healed; waiting for both tasks to end"
 for _ in $(seq 1 240); do
-	out=$(fleet_cmd send /tasks 2>/dev/null || true)
+	out=$(fleet_cmd send --wait-reply /tasks 2>/dev/null || true)
 	if echo "$out" | grep -q "t1.*done" && echo "$out" | grep -q "t2.*done"; then break; fi
 	sleep 0.5
 done
-fleet_cmd send /tasks
-fleet_cmd send /workers
+fleet_cmd send --wait-reply /tasks
+fleet_cmd send --wait-reply /workers
 echo "== the workers' branches in the repository"
 fleet_cmd workers
 fleet_cmd diff w1 --stat || true
 fleet_cmd diff w2 --stat || true
 
 echo "== h2's numbered lines as the fleet recorded them"
-fleet_cmd events --count 100000 --timeout 5s 2>/dev/null | grep -o '"text":"line [0-9]*"' | sed 's/.*line //; s/"//' >"$work/lines.txt" || true
+timeout 10 "$fleet_bin" events --type transcript 2>/dev/null </dev/null | grep -o '"text":"line [0-9]*"' | sed 's/.*line //; s/"//' >"$work/lines.txt" || true
 if [ "$(cat "$work/lines.txt")" = "$(seq 1 60)" ]; then
 	echo "all 60 lines arrived, once each and in order"
 else
