@@ -476,7 +476,7 @@ func TestHostLinkCutLong(t *testing.T) {
 			late = true
 		}
 		back = back || system("Host h1 is back; it stops ")(m)
-		return system("late from host h1: "+f.session+"-w1 ended on the host")(m)
+		return system("late from host h1: " + f.session + "-w1 ended on the host")(m)
 	})
 	if !back || !late {
 		t.Fatalf("before the late end: the note that h1 stops w1 %v, late output marked %v", back, late)
