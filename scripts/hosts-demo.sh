@@ -94,8 +94,13 @@ done
 fleet_cmd hosts
 
 echo "== tasks: one on h1, one on h2 (60 numbered lines, one every 0.5 s)"
-fleet_cmd send "/spawn --host h1 echo made on \$(hostname) > from-h1.txt; echo done on h1"
-fleet_cmd send '/spawn --host h2 for i in $(seq 1 60); do echo "line $i"; sleep 0.5; done; echo line-count > from-h2.txt'
+# Everything the fleet's consoles see of the transcripts, live, from now on.
+fleet_cmd events --live --type transcript >"$work/transcript.ndjson" 2>/dev/null &
+pids+=($!)
+sleep 0.5
+fleet_cmd send --wait-reply "/spawn --host h1 echo made on \$(hostname) > from-h1.txt; echo done on h1"
+fleet_cmd send --wait-reply '/spawn --host h2 for i in $(seq 1 60); do echo "line $i"; sleep 0.5; done; echo line-count > from-h2.txt'
+fleet_cmd send --wait-reply /tasks
 sleep 6
 echo "== cutting h2's link for 5 s (the lease is 15 s)"
 ip -n "$ns_f" link set "hd${id}f2" down
@@ -104,7 +109,7 @@ ip -n "$ns_f" link set "hd${id}f2" up
 echo "== link healed; waiting for both tasks to end"
 for _ in $(seq 1 240); do
 	out=$(fleet_cmd send --wait-reply /tasks 2>/dev/null || true)
-	if echo "$out" | grep -q "t1.*done" && echo "$out" | grep -q "t2.*done"; then break; fi
+	if echo "$out" | grep -qE '^ +t1 +(done|failed) ' && echo "$out" | grep -qE '^ +t2 +(done|failed) '; then break; fi
 	sleep 0.5
 done
 fleet_cmd send --wait-reply /tasks
@@ -115,7 +120,7 @@ fleet_cmd diff w1 --stat || true
 fleet_cmd diff w2 --stat || true
 
 echo "== h2's numbered lines as the fleet recorded them"
-timeout 10 "$fleet_bin" events --type transcript 2>/dev/null </dev/null | grep -o '"text":"line [0-9]*"' | sed 's/.*line //; s/"//' >"$work/lines.txt" || true
+grep '"agent":"w2"' "$work/transcript.ndjson" | grep -o '"text":"line [0-9]*"' | sed 's/.*line //; s/"//' >"$work/lines.txt" || true
 if [ "$(cat "$work/lines.txt")" = "$(seq 1 60)" ]; then
 	echo "all 60 lines arrived, once each and in order"
 else

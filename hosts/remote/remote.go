@@ -188,7 +188,19 @@ func (f *Fleet) link(ctx context.Context, host string) (*link, error) {
 	if err != nil {
 		return nil, fmt.Errorf("host %s: %w", host, err)
 	}
-	store, err := wire.EnsureHostStreams(ctx, js, host)
+	// Right after the hub took the host in (a reload of its accounts) the
+	// account's JetStream may not answer yet: each try is bounded, and
+	// tried again within ctx.
+	var store jetstream.ObjectStore
+	for {
+		tctx, cancel := context.WithTimeout(ctx, linkTry)
+		store, err = wire.EnsureHostStreams(tctx, js, host)
+		cancel()
+		if err == nil || ctx.Err() != nil {
+			break
+		}
+		f.log.Info("remote: making a host's streams; trying again", "host", host, "err", err)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("host %s: make its streams: %w", host, err)
 	}
@@ -198,6 +210,9 @@ func (f *Fleet) link(ctx context.Context, host string) (*link, error) {
 	f.mu.Unlock()
 	return l, nil
 }
+
+// linkTry bounds one try at making a host's streams.
+const linkTry = 5 * time.Second
 
 // hostProvider runs workers of provider prov on host.
 type hostProvider struct {

@@ -393,10 +393,37 @@ func TestGarbageFromAHostFailsOnlyThatWorker(t *testing.T) {
 }
 
 // Enrolling another host while one is joined (the hub reloads its
-// accounts) leaves the joined one working: its worker runs.
+// accounts) leaves the joined one working: its worker runs; and a worker
+// on the new host runs at once.
 func TestEnrolWhileJoined(t *testing.T) {
 	s := newSetup(t, hosts.DefaultLease, nil)
-	s.hub.Enrol(t, "h2")
+	j2 := s.hub.Enrol(t, "h2")
+	a2, err := hostagent.Start(t.Context(), hostagent.Config{Join: j2, WorkDir: filepath.Join(t.TempDir(), "work2"),
+		Providers: map[string]provider.Provider{"local": &local.Provider{}}, Env: os.Environ()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(a2.Close)
+	testwait.For(t, testwait.Bound, "h2 up", func() bool {
+		c, _ := s.fleet.Candidates("local", "h2", "")
+		return len(c) == 1
+	})
+	git(t, s.repo, "worktree", "add", "-q", "-b", "fleet/s1/w2", filepath.Join(filepath.Dir(s.mirror), "w2"))
+	rec2 := &recorder{}
+	start := time.Now()
+	sess2, err := s.fleet.Provider("h2", "local").Start(t.Context(), provider.Spec{Agent: "w2", Role: provider.RoleWorker,
+		Dir: filepath.Join(filepath.Dir(s.mirror), "w2"), Env: []string{provider.SessionEnv + "=s1"}}, rec2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { sess2.Close() })
+	t.Logf("w2 on h2 started in %s", time.Since(start))
+	if err := sess2.Send(t.Context(), provider.Turn{Text: "echo on h2"}); err != nil {
+		t.Fatal(err)
+	}
+	if te := rec2.turnEnd(t, 1); te.Err != nil || !slices.Contains(rec2.lines(), "on h2") {
+		t.Fatalf("w2's turn: %+v, lines %q", te, rec2.lines())
+	}
 	rec := &recorder{}
 	sess := s.start(t, rec)
 	if err := sess.Send(t.Context(), provider.Turn{Text: "echo after the reload"}); err != nil {

@@ -66,6 +66,7 @@ func (p *hostProvider) Start(ctx context.Context, spec provider.Spec, h provider
 	if err != nil {
 		return nil, fmt.Errorf("the worker's work tree %s is on no branch: %w", mirror, err)
 	}
+	p.f.log.Debug("remote worker: starting", "host", p.host, "run", run, "base", base)
 	lim := p.f.cfg.Limits
 	repo, err := gitmove.RepoID(ctx, mirror, base, lim)
 	if err != nil {
@@ -110,6 +111,7 @@ func (p *hostProvider) Start(ctx context.Context, spec provider.Spec, h provider
 		return nil, fmt.Errorf("host %s: put the claim in its work queue: %w", p.host, err)
 	}
 	s.claim = ack.Sequence
+	p.f.log.Debug("remote worker: claimed", "host", p.host, "run", run, "baseSent", sent.Size, "full", sent.Full)
 	if len(spec.MCP) > 0 {
 		h.Event(provider.Note{Text: "the fleet's MCP tools are not offered to a worker on a host"})
 	}
