@@ -392,6 +392,34 @@ func TestGarbageFromAHostFailsOnlyThatWorker(t *testing.T) {
 	}
 }
 
+// A message over the hub's payload limit from a program holding a host's
+// credential never reaches the host's streams: the hub closes that
+// connection, and the host's worker goes on.
+func TestOversizedMessageFromAHostIsRefused(t *testing.T) {
+	s := newSetup(t, hosts.DefaultLease, nil)
+	rec := &recorder{}
+	sess := s.start(t, rec)
+	j := s.hub.Enrol(t, "h3")
+	l, got := hoststest.DialLeaf(t, j, j.Seed, nil)
+	if got != "PONG" {
+		t.Fatalf("the raw leaf connection: %q", got)
+	}
+	size := wire.MaxMessage + 1
+	l.Send(fmt.Sprintf("LMSG %s %d", wire.EventSubject("h3", "s1-w1"), size))
+	if got := l.Next(); !strings.Contains(got, "Maximum Payload") {
+		t.Fatalf("the hub answered %q, want a payload violation", got)
+	}
+	if got := l.Next(); got != "" {
+		t.Fatalf("the connection is still open: %q", got)
+	}
+	if err := sess.Send(t.Context(), provider.Turn{Text: "echo unaffected"}); err != nil {
+		t.Fatal(err)
+	}
+	if te := rec.turnEnd(t, 1); te.Err != nil || !slices.Contains(rec.lines(), "unaffected") {
+		t.Fatalf("h1's worker: %+v, lines %q", te, rec.lines())
+	}
+}
+
 // Enrolling another host while one is joined (the hub reloads its
 // accounts) leaves the joined one working: its worker runs; and a worker
 // on the new host runs at once.
