@@ -226,6 +226,10 @@ func TestPlacementWaitsForALabel(t *testing.T) {
 	if r := replyTo(t, e, rec, "/tasks"); !strings.Contains(r.Text, "(waits: waiting for a host with label gpu)") {
 		t.Errorf("/tasks:\n%s", r.Text)
 	}
+	rec.waitFor("the task item saying why t1 waits", func(m protocol.Message) bool {
+		fs, ok := m.(*protocol.FleetState)
+		return ok && len(fs.Tasks.Items) == 1 && fs.Tasks.Items[0].WaitReason == "waiting for a host with label gpu"
+	})
 	e.HostsChanged() // nothing changed: it still waits
 	if st, why := waiting(e, "t1"); st != taskPending || why != "waiting for a host with label gpu" {
 		t.Fatalf("t1 is %s (%q)", st, why)

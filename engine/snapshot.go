@@ -178,7 +178,11 @@ func (e *Engine) fleetStateLocked(now time.Time) *protocol.FleetState {
 	}
 	first := max(0, len(e.tasks)-maxTaskItems)
 	for _, t := range e.tasks[first:] {
-		fs.Tasks.Items = append(fs.Tasks.Items, protocol.FleetTaskItem{ID: t.id, Subject: protocol.CutText(t.command, maxSubject), Status: t.status, Owner: t.worker})
+		item := protocol.FleetTaskItem{ID: t.id, Subject: protocol.CutText(t.command, maxSubject), Status: t.status, Owner: t.worker}
+		if t.status == taskPending {
+			item.WaitReason = t.waitReason
+		}
+		fs.Tasks.Items = append(fs.Tasks.Items, item)
 	}
 	return fs
 }

@@ -160,6 +160,10 @@ type FleetTaskItem struct {
 	Subject string `json:"subject"`
 	Status  string `json:"status"`
 	Owner   string `json:"owner,omitempty"`
+	// WaitReason is an extension (docs/protocol-decisions.md): why a
+	// pending task does not start yet ("waiting for a host with label
+	// gpu"); absent when it only waits for a free slot.
+	WaitReason string `json:"waitReason,omitempty"`
 }
 
 // FleetSessionInfo is session telemetry.
