@@ -82,6 +82,32 @@ func (c committer) commit(ctx context.Context, dir, message string) (string, err
 	return head, nil
 }
 
+// resetTo makes the worktree dir show commit and nothing else (tracked
+// changes undone, untracked files removed; ignored ones, such as build
+// output, kept), when it does not already: a worker claimed again starts
+// where the fleet says, not where a killed turn left it. It reports
+// whether it had to.
+func (c committer) resetTo(ctx context.Context, dir, commit string) (bool, error) {
+	head, err := c.git(ctx, dir, nil, nil, "rev-parse", "--verify", "HEAD")
+	if err != nil {
+		return false, fmt.Errorf("worktree %s: %w", dir, err)
+	}
+	status, err := c.git(ctx, dir, nil, nil, "status", "--porcelain=v1", "--untracked-files=all")
+	if err != nil {
+		return false, fmt.Errorf("worktree %s: %w", dir, err)
+	}
+	if head == commit && status == "" {
+		return false, nil
+	}
+	if _, err := c.git(ctx, dir, nil, nil, "reset", "--hard", "--quiet", commit); err != nil {
+		return false, fmt.Errorf("worktree %s: %w", dir, err)
+	}
+	if _, err := c.git(ctx, dir, nil, nil, "clean", "-d", "-f", "--quiet"); err != nil {
+		return false, fmt.Errorf("worktree %s: %w", dir, err)
+	}
+	return true, nil
+}
+
 // identity is the environment that gives a commit in dir an author and a
 // committer: none for what the host's git has configured, the fallback for
 // what it does not.

@@ -40,3 +40,42 @@ func TestCommitIdentity(t *testing.T) {
 		t.Fatalf("with the host's author: %q", got)
 	}
 }
+
+// TestResetToBase: a worktree a killed turn left dirty, or ahead of what
+// the fleet has, is made to show the fleet's base again; ignored build
+// output stays; a worktree already there is left alone.
+func TestResetToBase(t *testing.T) {
+	dir := testDir(t)
+	gitT(t, dir, "init", "-q", "-b", "main")
+	put(t, filepath.Join(dir, ".gitignore"), "build/\n")
+	put(t, filepath.Join(dir, "a"), "a\n")
+	gitT(t, dir, "add", "-A")
+	gitT(t, dir, "-c", "user.name=t", "-c", "user.email=t@example.com", "commit", "-q", "-m", "initial")
+	base := gitT(t, dir, "rev-parse", "HEAD")
+	c := committer{env: commitEnv(os.Environ()), name: "agents-fleet host h1", email: "fleet@localhost"}
+	if reset, err := c.resetTo(t.Context(), dir, base); err != nil || reset {
+		t.Fatalf("a clean worktree at the base: reset %v, %v", reset, err)
+	}
+	put(t, filepath.Join(dir, "a"), "changed\n")
+	put(t, filepath.Join(dir, "stray.txt"), "left by a killed turn\n")
+	if err := os.Mkdir(filepath.Join(dir, "build"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	put(t, filepath.Join(dir, "build", "out.o"), "kept\n")
+	if _, err := c.commit(t.Context(), dir, "a turn the fleet never got"); err != nil {
+		t.Fatal(err)
+	}
+	put(t, filepath.Join(dir, "more.txt"), "uncommitted\n")
+	if reset, err := c.resetTo(t.Context(), dir, base); err != nil || !reset {
+		t.Fatalf("reset %v, %v", reset, err)
+	}
+	if head := gitT(t, dir, "rev-parse", "HEAD"); head != base {
+		t.Fatalf("HEAD %s, want %s", head, base)
+	}
+	if st := gitT(t, dir, "status", "--porcelain=v1", "--untracked-files=all"); st != "" {
+		t.Fatalf("status %q", st)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "build", "out.o")); err != nil {
+		t.Fatalf("ignored build output: %v", err)
+	}
+}

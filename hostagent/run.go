@@ -150,6 +150,10 @@ func (r *run) begin(ctx context.Context) error {
 		r.mu.Unlock()
 	} else if err != nil {
 		return fmt.Errorf("worktree: %w", err)
+	} else if reset, err := r.a.committer.resetTo(ctx, r.dir, s.Base); err != nil {
+		return err
+	} else if reset {
+		r.log.Info("worktree reset to the fleet's base: it held work the fleet does not have", "base", s.Base)
 	}
 	r.cache, r.store = cache, store
 	env := slices.DeleteFunc(slices.Clone(r.a.cfg.Env), func(kv string) bool { return strings.HasPrefix(kv, "AGENTS_FLEET_") })

@@ -330,7 +330,9 @@ func TestClaimedAgain(t *testing.T) {
 	first.control(t, wire.Control{Op: wire.OpClose})
 	first.waitEvent(t, wire.KindEnded)
 
-	second := f.claim(t, "w1", func(s *wire.Start) { s.Acked = tip })
+	// As the fleet does, the claim's base is what it has of the worker:
+	// the tip it fetched (the host's cache has it).
+	second := f.claim(t, "w1", func(s *wire.Start) { s.Base, s.BaseKey, s.Acked = tip, "", tip })
 	second.waitEvent(t, wire.KindReady)
 	second.send(t, `cat one.txt; echo two > two.txt`)
 	_, turn = second.waitEvent(t, wire.KindTurnEnded)
@@ -346,7 +348,7 @@ func TestClaimedAgain(t *testing.T) {
 	// last batch is before the third's first in the stream.
 	second.send(t, `echo waiting; sleep 60`)
 	second.waitEvent(t, wire.KindOutput)
-	s := wire.Start{Claim: "s1-w1.third", Session: "s1", Worker: "w1", Provider: "local", Repo: f.repoID(t), Base: f.base, Branch: "fleet/s1/w1", Acked: tip}
+	s := wire.Start{Claim: "s1-w1.third", Session: "s1", Worker: "w1", Provider: "local", Repo: f.repoID(t), Base: tip, Branch: "fleet/s1/w1", Acked: tip}
 	data, err := json.Marshal(s)
 	if err != nil {
 		t.Fatal(err)
