@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -61,9 +62,12 @@ func TestKillMarkedSession(t *testing.T) {
 	other := startMarked(t, session+"-other", "sleep 300")
 	// sh starts its children; KillMarked below says what it found.
 	testwait.Until(testwait.Bound, func() bool { return len(findMarked(sessionEnv, session)) >= 3 })
+	// A child caught in the middle of its exec may not be read as marked
+	// (its environment is briefly unreadable); the kill is by group, so
+	// it goes with the shell all the same.
 	pids := KillMarked(sessionEnv, session)
-	if len(pids) < 3 { // sh and its two sleeps
-		t.Errorf("found %v, want the shell and both sleeps", pids)
+	if !slices.Contains(pids, left.Process.Pid) {
+		t.Errorf("found %v, want the shell %d among them", pids, left.Process.Pid)
 	}
 	testwait.For(t, testwait.Bound, "the marked process group to die", func() bool { return !groupAlive(left.Process.Pid) })
 	if !groupAlive(other.Process.Pid) {
