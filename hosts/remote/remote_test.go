@@ -297,7 +297,7 @@ func TestLostHostFailsItsWorker(t *testing.T) {
 		t.Fatalf("the worker's branch moved from %s to %s", tipBefore, tip)
 	}
 	testwait.For(t, testwait.Bound, "no process of the worker left", func() bool {
-		return exec.Command("pgrep", "-f", marker).Run() != nil
+		return len(processesWith(marker)) == 0
 	})
 }
 
@@ -460,6 +460,22 @@ func TestEnrolWhileJoined(t *testing.T) {
 	if te := rec.turnEnd(t, 1); te.Err != nil || !slices.Contains(rec.lines(), "after the reload") {
 		t.Fatalf("turn: %+v, lines %q", te, rec.lines())
 	}
+}
+
+// processesWith is the pids whose command line holds s.
+func processesWith(s string) []string {
+	var out []string
+	entries, _ := os.ReadDir("/proc")
+	for _, e := range entries {
+		if e.Name()[0] < '0' || e.Name()[0] > '9' {
+			continue
+		}
+		cmd, err := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
+		if err == nil && strings.Contains(string(cmd), s) {
+			out = append(out, e.Name())
+		}
+	}
+	return out
 }
 
 var _ engine.Hosts = (*remote.Fleet)(nil)
