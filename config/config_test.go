@@ -298,7 +298,7 @@ func TestKnownKeysAndNames(t *testing.T) {
   "budgets": {"workerTokens": 1, "sessionTokens": 2},
   "prices": {"any-model-name": {"inputPerMTok": 1, "outputPerMTok": 2, "cacheReadPerMTok": 3, "cacheWritePerMTok": 4}},
   "console": {"notify": "bell"},
-  "hosts": {"listen": "0.0.0.0:7422", "advertise": "fleet.example:7422", "leaseMs": 15000}
+  "hosts": {"listen": "0.0.0.0:7422", "advertise": "fleet.example:7422", "leaseMs": 15000, "placement": "spread"}
 }`)
 	if _, err := Load(home); err != nil {
 		t.Fatalf("every documented key: %v", err)
@@ -307,9 +307,10 @@ func TestKnownKeysAndNames(t *testing.T) {
 
 func TestHostsConfig(t *testing.T) {
 	home := t.TempDir()
-	write(t, home, `{"hosts": {"listen": ":7422", "advertise": "10.0.0.1:7422", "leaseMs": 5000}}`)
+	write(t, home, `{"hosts": {"listen": ":7422", "advertise": "10.0.0.1:7422", "leaseMs": 5000, "placement": "hosts-only"}}`)
 	f, err := Load(home)
-	if err != nil || f.Hosts.Listen != ":7422" || f.Hosts.Advertise != "10.0.0.1:7422" || f.HostsLease() != 5*time.Second {
+	if err != nil || f.Hosts.Listen != ":7422" || f.Hosts.Advertise != "10.0.0.1:7422" || f.HostsLease() != 5*time.Second ||
+		f.Hosts.Placement != "hosts-only" {
 		t.Fatalf("%+v %v", f.Hosts, err)
 	}
 	if (File{}).HostsLease() != 15*time.Second {
@@ -323,6 +324,7 @@ func TestHostsConfig(t *testing.T) {
 		`{"hosts": {"leaseMs": 999}}`:              `field "hosts.leaseMs" must be between 1000 and 600000, got 999`,
 		`{"hosts": {"lease": 5000}}`:               `unknown key "hosts.lease" (did you mean "hosts.leaseMs"?)`,
 		`{"hosts": {"listen": 7422}}`:              `field "hosts.listen" must be a string, got number`,
+		`{"hosts": {"placement": "random"}}`:       `field "hosts.placement" must be one of local-first, spread, hosts-only, got "random"`,
 	} {
 		write(t, home, cfg)
 		if _, err := Load(home); err == nil || !strings.Contains(err.Error(), want) {
