@@ -578,7 +578,7 @@ func TestStalledConsoleDuringFlood(t *testing.T) {
 		}
 	}
 	base := vmKiB(d, "VmRSS:") // the daemon's own size, before the flood
-	const lines = 200000 // ~54 MB of frames: over six times the 8 MiB bound
+	const lines = 200000       // ~54 MB of frames: over six times the 8 MiB bound
 	if _, err := healthy.Prompt(fmt.Sprintf(`$ seq 1 %d | sed 's/$/ ........................................................................................................................................................................../'`, lines)); err != nil {
 		t.Fatal(err)
 	}
