@@ -516,6 +516,11 @@ func TestFleetKilledHostWorkerAdopted(t *testing.T) {
 	c2 := d2.dial(protocol.ClientREPL, "op2")
 	s2 := watch(t, c2)
 	s2.waitFor("replayEnd", isType(protocol.TypeReplayEnd))
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("the fleet started again:\n%s", d2.stderr)
+		}
+	})
 	s2.waitLong("w1 adopted, then done", hubWith("w1", protocol.HubCompleted, ""))
 	if !f.hasFile("w1", "after.txt") {
 		t.Fatalf("after.txt is not on %s", f.branch("w1"))

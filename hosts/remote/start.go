@@ -146,15 +146,44 @@ func (p *hostProvider) Adopt(ctx context.Context, spec provider.Spec, h provider
 	if err != nil {
 		return nil, err
 	}
+	// The hub has just started: the host is back once it heartbeats, and
+	// by then the hub has its account's streams back from disk (they are
+	// not looked at, let alone made, before).
+	wait := time.NewTimer(p.f.cfg.Lease)
+	defer wait.Stop()
+	for up := false; !up; {
+		st, ok := p.f.status(p.host)
+		up = ok && st.State == hosts.StateUp
+		if !up {
+			select {
+			case <-ctx.Done():
+				return nil, context.Cause(ctx)
+			case <-wait.C:
+				return nil, fmt.Errorf("host %s did not come back within the lease (%s)", p.host, p.f.cfg.Lease)
+			case <-time.After(200 * time.Millisecond):
+			}
+		}
+	}
 	l, err := p.f.link(ctx, p.host)
 	if err != nil {
 		return nil, err
 	}
-	stream, err := l.js.Stream(ctx, wire.EventStream)
-	if err != nil {
-		return nil, fmt.Errorf("host %s: its event stream: %w", p.host, err)
+	var cons jetstream.Consumer
+	for try := 1; ; try++ {
+		tctx, cancel := context.WithTimeout(ctx, linkTry)
+		var stream jetstream.Stream
+		if stream, err = l.js.Stream(tctx, wire.EventStream); err == nil {
+			cons, err = stream.Consumer(tctx, consumerName(run))
+		}
+		cancel()
+		if err == nil || try == adoptTries || ctx.Err() != nil {
+			break
+		}
+		select {
+		case <-ctx.Done():
+		case <-time.After(250 * time.Millisecond):
+		}
 	}
-	cons, err := stream.Consumer(ctx, consumerName(run))
 	if err != nil {
 		return nil, fmt.Errorf("host %s: no events of %s to take up: %w", p.host, run, err)
 	}
@@ -165,24 +194,6 @@ func (p *hostProvider) Adopt(ctx context.Context, spec provider.Spec, h provider
 		return nil, fmt.Errorf("host %s: the events of %s do not say which claim they are", p.host, run)
 	}
 	s.ctx, s.cancel = context.WithCancel(context.Background())
-	// The hub has just started: the host is back once it heartbeats.
-	wait := time.NewTimer(p.f.cfg.Lease)
-	defer wait.Stop()
-	for up := false; !up; {
-		st, ok := p.f.status(p.host)
-		up = ok && st.State == hosts.StateUp
-		if !up {
-			select {
-			case <-ctx.Done():
-				s.cancel()
-				return nil, context.Cause(ctx)
-			case <-wait.C:
-				s.cancel()
-				return nil, fmt.Errorf("host %s did not come back within the lease (%s)", p.host, p.f.cfg.Lease)
-			case <-time.After(200 * time.Millisecond):
-			}
-		}
-	}
 	tip, err := gitOut(ctx, s.mirror, "rev-parse", "--verify", "HEAD^{commit}")
 	if err != nil {
 		s.cancel()
@@ -203,6 +214,10 @@ func (p *hostProvider) Adopt(ctx context.Context, spec provider.Spec, h provider
 	h.Event(provider.Note{Text: fmt.Sprintf("Took %s up again on host %s after the fleet restarted; what it did meanwhile follows.", spec.Agent, p.host)})
 	return s, nil
 }
+
+// adoptTries bounds the looks for a run's consumer while the hub takes its
+// streams back from disk.
+const adoptTries = 20
 
 // consumerName is the durable name of run's event consumer.
 func consumerName(run string) string { return "fleet-" + run }
