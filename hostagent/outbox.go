@@ -149,7 +149,13 @@ func (o *outbox) send() {
 			return
 		}
 		o.mu.Lock()
+		// The stream has them: let them go. The slice's array would keep
+		// every event sent since it was allocated.
+		clear(o.queue[:len(batch)])
 		o.queue = o.queue[len(batch):]
+		if len(o.queue) == 0 {
+			o.queue = nil
+		}
 		o.bytes -= size
 		o.next += uint64(len(batch))
 		o.room.Broadcast()

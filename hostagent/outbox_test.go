@@ -76,6 +76,15 @@ func TestEventsSurviveALinkCut(t *testing.T) {
 	if got := gitT(t, f.repo, "show", tip+":count.txt"); got != fmt.Sprint(n) {
 		t.Fatalf("count.txt %q, want %d", got, n)
 	}
+	// The run lives on, idle: its outbox keeps nothing the stream took
+	// (the queue's array would hold every line sent since it grew).
+	testwait.For(t, testwait.Bound, "the outbox to be empty", func() bool { return run.out.queued() == 0 })
+	run.out.mu.Lock()
+	held := cap(run.out.queue)
+	run.out.mu.Unlock()
+	if held != 0 {
+		t.Fatalf("the empty outbox still holds an array of %d events", held)
+	}
 }
 
 // TestOutboxWaitsWhenFull: an outbox past its bound holds the next event
