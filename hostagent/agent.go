@@ -39,6 +39,7 @@ import (
 	"github.com/agents-fleet/fleet/hosts"
 	"github.com/agents-fleet/fleet/hosts/gitmove"
 	"github.com/agents-fleet/fleet/hosts/naming"
+	"github.com/agents-fleet/fleet/internal/memtrim"
 	"github.com/agents-fleet/fleet/provider"
 	"github.com/agents-fleet/fleet/registry"
 )
@@ -103,6 +104,9 @@ type Agent struct {
 	// running counts the host's workers now (reported in heartbeats):
 	// runs whose session has not ended.
 	running atomic.Int32
+	// lastEvent is when a run last emitted an event (unix ns, 0 before
+	// the first): the host is quiet when it has been a while.
+	lastEvent atomic.Int64
 
 	// What runs workers (runs.go).
 	caches    *gitmove.Caches
@@ -237,6 +241,7 @@ func (a *Agent) startLeaf() error {
 		// Dial the address in the join file only (the one the hub's
 		// certificate covers).
 		IgnoreDiscoveredServers: true,
+		Compression:             hosts.LeafCompression,
 	}}
 	srv, err := server.NewServer(opts)
 	if err != nil {
@@ -287,6 +292,7 @@ func (a *Agent) Link() LinkState { return LinkState(a.state.Load()) }
 func (a *Agent) heartbeats(ctx context.Context) {
 	interval := firstInterval
 	var sent time.Time // the last heartbeat the fleet answered
+	var trim idleTrim
 	tick := time.NewTicker(linkLook)
 	defer tick.Stop()
 	for {
@@ -308,12 +314,56 @@ func (a *Agent) heartbeats(ctx context.Context) {
 		} else if a.refused.Load() {
 			state = LinkRefused
 		}
+		if state == LinkJoined && a.Link() != LinkJoined {
+			trim.again() // joining was the last of start-up's work
+		}
 		a.noteState(state, interval)
+		trim.look(a.quiet(time.Now()), time.Now())
 		select {
 		case <-ctx.Done():
 			return
 		case <-tick.C:
 		}
+	}
+}
+
+// quiet reports whether no run has emitted an event for trimIdle: no turn
+// is producing output (a worker waiting for the operator is quiet).
+func (a *Agent) quiet(now time.Time) bool {
+	return now.Sub(time.Unix(0, a.lastEvent.Load())) >= trimIdle
+}
+
+// A host mostly waits. When it has joined, and once it has been quiet for
+// trimIdle, what start-up or a flood of output took from the OS goes back
+// (memtrim.Release), and again every trimEvery while it stays quiet, as
+// timers and the garbage collector touch pages again.
+const (
+	trimIdle  = 10 * time.Second
+	trimEvery = 30 * time.Second
+)
+
+// idleTrim decides when an idle host gives its memory back.
+type idleTrim struct {
+	trimmed time.Time // the last Release in this quiet spell; zero while busy
+	release func()    // memtrim.Release when nil
+}
+
+// again makes the next quiet look release memory.
+func (t *idleTrim) again() { t.trimmed = time.Time{} }
+
+// look releases memory on the first look of a quiet spell and every
+// trimEvery while it lasts.
+func (t *idleTrim) look(quiet bool, now time.Time) {
+	if !quiet {
+		t.trimmed = time.Time{}
+		return
+	}
+	if t.trimmed.IsZero() || now.Sub(t.trimmed) >= trimEvery {
+		if t.release == nil {
+			t.release = memtrim.Release
+		}
+		t.release()
+		t.trimmed = now
 	}
 }
 

@@ -222,3 +222,27 @@ func TestAnotherFleetsCAIsRefused(t *testing.T) {
 		t.Fatalf("h1: %+v", h)
 	}
 }
+
+func TestIdleTrimReleasesOncePerQuietSpellAndThenEvery(t *testing.T) {
+	n := 0
+	tr := idleTrim{release: func() { n++ }}
+	t0 := time.Unix(1000, 0)
+	tr.look(false, t0)
+	if n != 0 {
+		t.Fatalf("a busy host released memory")
+	}
+	tr.look(true, t0.Add(time.Second))
+	tr.look(true, t0.Add(2*time.Second))
+	if n != 1 {
+		t.Fatalf("the first looks of a quiet spell released %d times, want 1", n)
+	}
+	tr.look(true, t0.Add(time.Second+trimEvery))
+	if n != 2 {
+		t.Fatalf("after trimEvery of quiet: %d releases, want 2", n)
+	}
+	tr.look(false, t0.Add(time.Second+trimEvery+time.Second))
+	tr.look(true, t0.Add(time.Second+trimEvery+2*time.Second))
+	if n != 3 {
+		t.Fatalf("a new quiet spell after work: %d releases, want 3", n)
+	}
+}

@@ -405,7 +405,10 @@ func (r *run) answer(c wire.Control) wire.Reply {
 }
 
 // emit queues e for the fleet; it blocks while the outbox is full.
-func (r *run) emit(e wire.Event) { r.out.push(e) }
+func (r *run) emit(e wire.Event) {
+	r.a.lastEvent.Store(time.Now().UnixNano())
+	r.out.push(e)
+}
 
 // note emits a note of the host's own.
 func (r *run) note(format string, args ...any) {

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"runtime/debug"
 	"sync"
 	"time"
 
@@ -221,14 +220,8 @@ func (a *Agent) forget(r *run) {
 	if a.runs[r.key] == r {
 		delete(a.runs, r.key)
 	}
-	idle := len(a.runs) == 0
 	a.runsMu.Unlock()
 	a.wakeClaims()
-	if idle {
-		// A host mostly waits: what a flood of output took from the OS
-		// goes back to it when the last run is over, not minutes later.
-		debug.FreeOSMemory()
-	}
 }
 
 // all is every run the host has.

@@ -28,6 +28,13 @@ const (
 	MaxPingsOut  = 2
 )
 
+// LeafCompression is off on both ends of a host's link. nats-server's
+// default (s2_auto) holds an S2 writer of about 3.5 MiB per link on each
+// side, idle or not, which was most of an idle host's heap; branches
+// cross as git packs, compressed already, and an agent's events are small
+// next to a link's bandwidth (docs/hosts.md, "Sizing").
+var LeafCompression = server.CompressionOpts{Mode: server.CompressionOff}
+
 // hostPermissions are what host name's credential may do in its own
 // account: its own subjects, the JetStream API of its account (reading
 // and writing the streams and buckets the fleet made for it, not making,
@@ -114,5 +121,6 @@ func (h *Hub) options(reg Registry, keys map[string]nkeys.KeyPair) (*server.Opti
 	// Hosts dial the address in their join file, which the certificate
 	// covers; they are told no other.
 	o.LeafNode.NoAdvertise = true
+	o.LeafNode.Compression = LeafCompression
 	return o, nil
 }
