@@ -10,6 +10,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 )
@@ -65,6 +66,12 @@ func SendBase(ctx context.Context, store ObjectStore, repo, commit string, have 
 		if err := validOID("have commit", h); err != nil {
 			return fail(err)
 		}
+	}
+	if slices.Contains(have, commit) {
+		// The host has the base itself (a warm host: it ran a worker of
+		// this base before). What it says it has only matters to it: a
+		// host that lies fails its own worker.
+		return sent, nil
 	}
 	if got, err := lim.git(ctx, repo, "rev-parse", "--verify", "-q", "--end-of-options", commit+"^{commit}"); err != nil || got != commit {
 		return fail(fmt.Errorf("not a commit of %s: %w", repo, errOr(err, "it names "+got)))

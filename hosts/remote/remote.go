@@ -62,6 +62,34 @@ type Fleet struct {
 	mu     sync.Mutex
 	links  map[string]*link // by host name
 	closed bool
+
+	rootsMu sync.Mutex
+	roots   map[string]string // a base commit's repository id (gitmove.RepoID)
+}
+
+// maxRoots bounds Fleet.roots; a full map starts again.
+const maxRoots = 256
+
+// repoID is gitmove.RepoID of base in the repository of dir, which never
+// changes for a commit: it is asked of git once per base.
+func (f *Fleet) repoID(ctx context.Context, dir, base string) (string, error) {
+	f.rootsMu.Lock()
+	id, ok := f.roots[base]
+	f.rootsMu.Unlock()
+	if ok {
+		return id, nil
+	}
+	id, err := gitmove.RepoID(ctx, dir, base, f.cfg.Limits)
+	if err != nil {
+		return "", err
+	}
+	f.rootsMu.Lock()
+	if f.roots == nil || len(f.roots) >= maxRoots {
+		f.roots = map[string]string{}
+	}
+	f.roots[base] = id
+	f.rootsMu.Unlock()
+	return id, nil
 }
 
 // link is the fleet's use of one host's account: its JetStream, with the

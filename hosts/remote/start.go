@@ -47,7 +47,7 @@ func (p *hostProvider) Start(ctx context.Context, spec provider.Spec, h provider
 	}
 	p.f.log.Debug("remote worker: starting", "host", p.host, "run", run, "base", base)
 	lim := p.f.cfg.Limits
-	repo, err := gitmove.RepoID(ctx, mirror, base, lim)
+	repo, err := p.f.repoID(ctx, mirror, base)
 	if err != nil {
 		return nil, err
 	}
