@@ -8,8 +8,9 @@
 #     clients are attached; the time until every client has every line;
 #   - spawn: the time from `fleet send` to the worker's first transcript
 #     line (the host warm: it has run a task of this repository before).
-# Then the idle cost: the joined host's RSS and CPU, and the fleet's CPU,
-# over IDLE seconds with nothing running. With HOSTS=N (default 0) it also
+# Then the idle cost: the joined host's RSS (sampled once a second: median
+# and max) and CPU, and the fleet's CPU, over IDLE seconds with nothing
+# running. With HOSTS=N (default 0) it also
 # joins N more hosts of 8 slots each, runs 8 tasks on each, and reports the
 # fleet's CPU and peak memory.
 #
@@ -40,7 +41,7 @@ join() { # join NAME SLOTS
 	pids+=($!)
 	eval "jp_$1=$!"
 }
-up() { "$F" hosts --json | grep -o '"state":"up"' | wc -l; }
+up() { "$F" hosts --json | grep -Eo '"state": ?"up"' | wc -l; }
 join h1 4
 for _ in $(seq 300); do [ "$(up)" -ge 1 ] && break; sleep 0.1; done
 
@@ -94,14 +95,20 @@ cpu() { awk '{print $14+$15}' "/proc/$1/stat"; } # utime+stime, clock ticks
 hz=$(getconf CLK_TCK)
 sleep 2
 f0=$(cpu "$fp"); h0=$(cpu "$jp_h1"); t0=$(now)
-sleep "$IDLE"
+: >"$work/rss"
+for _ in $(seq "$IDLE"); do # the host's RSS once a second (kB)
+	awk '/VmRSS/{print $2}' "/proc/$jp_h1/status" >>"$work/rss"
+	sleep 1
+done
 f1=$(cpu "$fp"); h1=$(cpu "$jp_h1"); t1=$(now)
-rss=$(awk '/VmRSS/{print $2}' "/proc/$jp_h1/status")
-python3 - "$f0" "$f1" "$h0" "$h1" "$t0" "$t1" "$hz" "$rss" <<'PY'
-import sys
-f0, f1, h0, h1, t0, t1, hz, rss = map(float, sys.argv[1:])
+python3 - "$f0" "$f1" "$h0" "$h1" "$t0" "$t1" "$hz" "$work/rss" <<'PY'
+import sys, statistics
+f0, f1, h0, h1, t0, t1, hz = map(float, sys.argv[1:8])
+rss = [int(l) / 1024 for l in open(sys.argv[8]) if l.strip()]
+print("host RSS MiB each second:", " ".join(f"{r:.0f}" for r in rss), file=sys.stderr)
 el = t1 - t0
-print(f"idle {el:.0f}s: host RSS {rss/1024:.1f} MiB, host CPU {100*(h1-h0)/hz/el:.2f}% of a core, fleet CPU {100*(f1-f0)/hz/el:.2f}% of a core")
+print(f"idle {el:.0f}s: host RSS median {statistics.median(rss):.1f} MiB, max {max(rss):.1f} MiB; "
+      f"host CPU {100*(h1-h0)/hz/el:.2f}% of a core, fleet CPU {100*(f1-f0)/hz/el:.2f}% of a core")
 PY
 
 if [ "$HOSTS" -gt 0 ]; then
