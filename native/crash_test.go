@@ -17,9 +17,8 @@ import (
 )
 
 const (
-	helperEnv = "FLEET_NATIVE_TEST_HELPER"
-	dbEnv     = "FLEET_NATIVE_TEST_DB"
-	roundEnv  = "FLEET_NATIVE_TEST_ROUND"
+	dbEnv    = "FLEET_NATIVE_TEST_DB"
+	roundEnv = "FLEET_NATIVE_TEST_ROUND"
 )
 
 // TestHelperCrashWriter is the child of TestCrashKill9: four goroutines

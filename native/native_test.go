@@ -17,6 +17,11 @@ import (
 	"github.com/agents-fleet/fleet/protocol"
 )
 
+// helperEnv names the role a test binary started as a helper process plays
+// (TestHelperCrashWriter in crash_test.go); TestMain reads it on every
+// platform, so it lives here rather than in the Unix-only file.
+const helperEnv = "FLEET_NATIVE_TEST_HELPER"
+
 func TestMain(m *testing.M) {
 	if os.Getenv(helperEnv) != "" {
 		os.Exit(m.Run()) // the crash helper is killed; no leak check

@@ -6,10 +6,8 @@ import (
 	"io"
 	"os"
 	"slices"
-	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -109,31 +107,6 @@ func TestConnOutlivesItsOutput(t *testing.T) {
 	}
 	if c.Stopped() != "it closed its output but did not exit" || c.ExitText() != "signal: killed" {
 		t.Errorf("Stopped %q, ExitText %q", c.Stopped(), c.ExitText())
-	}
-}
-
-// A process outside the tree (no mark, a session of its own) that holds
-// stderr does not hold Read up past DrainGrace. The script exits once the
-// stray runs sleep, without the mark (the reaper's sweep would end it
-// before).
-func TestConnStrayStderrHolder(t *testing.T) {
-	c := startSh(t, `setsid env -i /bin/sleep 300 >/dev/null </dev/null &
-p=$!
-until [ "$(cat /proc/$p/comm)" = sleep ]; do sleep 0.01; done
-echo $p; echo bye >&2`)
-	start := time.Now()
-	lines, err := read(t, c, 1000, bound)
-	if err != nil || len(lines) != 1 {
-		t.Fatalf("lines %q, err %v", lines, err)
-	}
-	if pid, err := strconv.Atoi(lines[0]); err == nil {
-		defer syscall.Kill(pid, syscall.SIGKILL)
-	}
-	if d := time.Since(start); d < DrainGrace {
-		t.Errorf("Read returned after %v: the stray holder was not waited for", d)
-	}
-	if c.Stderr() != "bye" {
-		t.Errorf("Stderr = %q", c.Stderr())
 	}
 }
 

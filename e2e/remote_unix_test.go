@@ -1,3 +1,5 @@
+//go:build unix
+
 package e2e
 
 import (
@@ -22,7 +24,8 @@ import (
 
 // Remote workers (issue 23, docs/hosts.md): a fleet in one network
 // namespace, worker hosts joining it from another over a veth pair, tasks
-// with the local provider placed on them.
+// with the local provider placed on them. Unix-only: what a killed host
+// leaves running is ended with kill(2).
 
 // remoteFleet is a fleet in namespace a that listens for worker hosts, in
 // a git repository, with a console attached; its hosts join from
