@@ -96,7 +96,8 @@ type File struct {
 	// Model its model; --provider and --model win.
 	Provider string `json:"provider,omitempty"`
 	Model    string `json:"model,omitempty"`
-	// Providers configure the agent CLIs, by provider name.
+	// Providers configure the agent CLIs, by provider name, and the local
+	// provider's shell.
 	Providers map[string]ProviderConfig `json:"providers,omitempty"`
 	// Landing configures how workers' work is committed and handed on
 	// (docs/landing-work.md).
@@ -223,13 +224,36 @@ type Price struct {
 	CacheWritePerMTok float64 `json:"cacheWritePerMTok"`
 }
 
-// ProviderConfig is one entry of "providers" (docs/providers.md).
+// ProviderConfig is one entry of "providers" (docs/providers.md). The
+// local provider takes Shell alone; the agent CLIs take the others.
 type ProviderConfig struct {
 	Path           string   `json:"path,omitempty"`           // the CLI binary; default found in PATH
 	Args           []string `json:"args,omitempty"`           // extra arguments, after the fleet's own
 	Env            EnvMap   `json:"env,omitempty"`            // extra environment for the CLI
 	Model          string   `json:"model,omitempty"`          // the default model
 	PermissionMode string   `json:"permissionMode,omitempty"` // passed to the CLI where it has one
+	// Shell is the shell the local provider runs commands with, one of
+	// LocalShells; "" is the system's: sh, or cmd on Windows.
+	Shell string `json:"shell,omitempty"`
+}
+
+// LocalShells are the values of providers.local.shell.
+var LocalShells = []string{"sh", "cmd", "powershell"}
+
+// checkLocal checks providers.local: a shell, nothing else.
+func (pc ProviderConfig) checkLocal() error {
+	for _, f := range []struct {
+		key string
+		set bool
+	}{{"path", pc.Path != ""}, {"args", len(pc.Args) > 0}, {"env", len(pc.Env) > 0}, {"model", pc.Model != ""}, {"permissionMode", pc.PermissionMode != ""}} {
+		if f.set {
+			return fmt.Errorf("field \"providers.local.%s\": the local provider takes only \"shell\"", f.key)
+		}
+	}
+	if pc.Shell != "" && !slices.Contains(LocalShells, pc.Shell) {
+		return fmt.Errorf("field \"providers.local.shell\" must be \"sh\", \"cmd\" or \"powershell\" (absent: sh, or cmd on Windows), got %q", pc.Shell)
+	}
+	return nil
 }
 
 // EnvMap is an environment: in config.json an object {"NAME": "value"}
@@ -438,11 +462,17 @@ func (f File) validate() error {
 		}
 	}
 	for name, pc := range f.Providers {
-		if name == "local" {
-			return errors.New("field \"providers.local\": the local provider has no settings")
-		}
 		if err := CheckProvider(name); err != nil {
 			return fmt.Errorf("field \"providers.%s\": %w", name, err)
+		}
+		if name == "local" {
+			if err := pc.checkLocal(); err != nil {
+				return err
+			}
+			continue
+		}
+		if pc.Shell != "" {
+			return fmt.Errorf("field \"providers.%s.shell\": only the local provider runs a shell", name)
 		}
 		if len(pc.Args) > 256 || len(pc.Env) > 256 {
 			return fmt.Errorf("field \"providers.%s\": at most 256 args and 256 env entries", name)

@@ -272,11 +272,40 @@ func TestProvidersConfig(t *testing.T) {
 	if e := f.Providers["codex"].Env; e["B"] != "2" || e["C"] != "x=y" {
 		t.Fatalf("list env: %v", e)
 	}
-	for _, bad := range []string{`{"provider": "gpt"}`, `{"providers": {"gemini": {}}}`, `{"providers": {"local": {}}}`,
+	for _, bad := range []string{`{"provider": "gpt"}`, `{"providers": {"gemini": {}}}`, `{"providers": {"local": {"path": "/bin/sh"}}}`,
 		`{"providers": {"claude": {"env": ["NOEQUALS"]}}}`, `{"providers": {"claude": {"env": 3}}}`, `{"limits": {"agentStallTimeoutMs": 5}}`} {
 		write(t, home, bad)
 		if _, err := Load(home); err == nil {
 			t.Errorf("accepted %s", bad)
+		}
+	}
+}
+
+// providers.local takes a shell, one the local provider knows, and nothing
+// else; no other provider takes one.
+func TestLocalShellConfig(t *testing.T) {
+	home := t.TempDir()
+	for _, shell := range append([]string{""}, LocalShells...) {
+		write(t, home, `{"providers": {"local": {"shell": "`+shell+`"}}}`)
+		if f, err := Load(home); err != nil || f.Providers["local"].Shell != shell {
+			t.Errorf("shell %q: %+v %v", shell, f.Providers, err)
+		}
+	}
+	write(t, home, `{"providers": {"local": {}}}`)
+	if _, err := Load(home); err != nil {
+		t.Errorf("empty local settings: %v", err)
+	}
+	for cfg, want := range map[string]string{
+		`{"providers": {"local": {"shell": "bash"}}}`:        `field "providers.local.shell" must be "sh", "cmd" or "powershell" (absent: sh, or cmd on Windows), got "bash"`,
+		`{"providers": {"local": {"shell": "CMD"}}}`:         `field "providers.local.shell" must be "sh", "cmd" or "powershell" (absent: sh, or cmd on Windows), got "CMD"`,
+		`{"providers": {"local": {"shel": "cmd"}}}`:          `unknown key "providers.local.shel" (did you mean "providers.local.shell"?)`,
+		`{"providers": {"local": {"model": "m"}}}`:           `field "providers.local.model": the local provider takes only "shell"`,
+		`{"providers": {"local": {"env": {"A": "1"}}}}`:      `field "providers.local.env": the local provider takes only "shell"`,
+		`{"providers": {"claude": {"shell": "powershell"}}}`: `field "providers.claude.shell": only the local provider runs a shell`,
+	} {
+		write(t, home, cfg)
+		if _, err := Load(home); err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("%s: %v, want %q", cfg, err, want)
 		}
 	}
 }
@@ -292,7 +321,7 @@ func TestKnownKeysAndNames(t *testing.T) {
   "limits": {"maxClients": 5, "maxInflight": 2, "helloTimeoutMs": 1000, "writeTimeoutMs": 1000, "queueBytes": 70000, "softQueueBytes": 20000, "sendBufferBytes": 0, "stallGraceMs": 100, "agentStallTimeoutMs": 5000},
   "provider": "claude", "model": "m",
   "providers": {"claude": {"path": "/c", "args": ["-v"], "env": {"ANY_NAME": "1"}, "model": "m", "permissionMode": "default"},
-                "codex": {"env": ["OTHER=2"]}},
+                "codex": {"env": ["OTHER=2"]}, "local": {"shell": "cmd"}},
   "landing": {"commitOnSettle": true, "prCommand": "true", "remote": "origin"},
   "intel": {"retentionDays": 3},
   "budgets": {"workerTokens": 1, "sessionTokens": 2},

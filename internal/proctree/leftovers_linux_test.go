@@ -34,7 +34,11 @@ func startMarked(t *testing.T, session, script string) *exec.Cmd {
 
 // groupAlive reports whether any process of group pgid is alive (zombies
 // excluded).
-func groupAlive(pgid int) bool {
+func groupAlive(pgid int) bool { return groupMembers(pgid) > 0 }
+
+// groupMembers counts the live processes of group pgid (zombies excluded).
+func groupMembers(pgid int) int {
+	n := 0
 	entries, _ := os.ReadDir("/proc")
 	for _, e := range entries {
 		var pid int
@@ -46,10 +50,10 @@ func groupAlive(pgid int) bool {
 		}
 		stat, err := os.ReadFile("/proc/" + e.Name() + "/stat")
 		if err == nil && !strings.Contains(string(stat), ") Z ") {
-			return true
+			n++
 		}
 	}
-	return false
+	return n
 }
 
 // TestKillMarkedSession: what a killed fleet left running (the processes

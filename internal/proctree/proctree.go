@@ -9,6 +9,10 @@
 // On Linux the marked processes are found in /proc. On other Unix systems
 // only the CLI's process group is killed (best effort, documented in
 // docs/providers.md); on Windows, the process itself.
+//
+// A Group is the simpler unit a shell command needs: the process and what
+// it starts, ended together without marks (a process group on Unix, a job
+// object on Windows).
 package proctree
 
 import (
@@ -18,6 +22,29 @@ import (
 	"slices"
 	"time"
 )
+
+// Group is a started process and everything it starts, ended as one: on
+// Unix the process group the process leads (a descendant that left it with
+// setsid escapes it; a Tree's marks find those), on Windows a job object
+// the process joined before it ran, which no descendant can leave. Kill
+// ends it.
+type Group struct{ group }
+
+// StartGroup starts cmd (cmd.Start) as the first process of a new Group.
+// cmd.SysProcAttr may be set already; StartGroup adds what it needs. On an
+// error nothing of cmd is left running.
+func StartGroup(cmd *exec.Cmd) (*Group, error) {
+	g := &Group{}
+	if err := g.start(cmd); err != nil {
+		return nil, err
+	}
+	return g, nil
+}
+
+// Kill ends every process of the group. It is safe to call more than once
+// and after the first process has exited: what it left in the group goes.
+// On Windows the first call also releases the job.
+func (g *Group) Kill() { g.kill() }
 
 // RunEnv is the environment variable that marks one agent process tree.
 const RunEnv = "AGENTS_FLEET_RUN"

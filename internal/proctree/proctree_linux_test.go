@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"strings"
+	"syscall"
 	"testing"
 
 	"github.com/agents-fleet/fleet/internal/testwait"
@@ -68,4 +69,36 @@ func btoi(b bool) int {
 		return 1
 	}
 	return 0
+}
+
+// A Group's Kill ends what its first process started in the group, while
+// that process runs and after it exited.
+func TestGroupKill(t *testing.T) {
+	for name, script := range map[string]string{"running": "sleep 300 & sleep 300", "exited": "sleep 300 & exit 0"} {
+		t.Run(name, func(t *testing.T) {
+			cmd := exec.Command("sh", "-c", script)
+			g, err := StartGroup(cmd)
+			if err != nil {
+				t.Fatal(err)
+			}
+			pgid := cmd.Process.Pid
+			t.Cleanup(func() { syscall.Kill(-pgid, syscall.SIGKILL) })
+			if name == "exited" {
+				if err := cmd.Wait(); err != nil {
+					t.Fatal(err)
+				}
+			}
+			// The background sleep, beside the shell while it runs.
+			want := map[string]int{"running": 2, "exited": 1}[name]
+			testwait.For(t, testwait.Bound, "the background sleep in the group", func() bool { return groupMembers(pgid) >= want })
+			g.Kill()
+			g.Kill() // harmless
+			if name == "running" {
+				if err := cmd.Wait(); err == nil {
+					t.Fatal("the shell exited 0 after Kill")
+				}
+			}
+			testwait.For(t, testwait.Bound, "the group to die", func() bool { return !groupAlive(pgid) })
+		})
+	}
 }

@@ -1,15 +1,22 @@
 // Package local is the embedded provider: each task is a shell command run
-// with `sh -c` in the worker's directory (a command too long for an
-// argument is run from a private script file). Its output lines become transcript
-// lines, the command is one "shell" tool call, and two workflow lines let a
+// in the worker's directory, with `sh -c` (a command too long for an
+// argument is run from a private script file), or on Windows with
+// `cmd /c` or PowerShell (Provider.Shell; shell_windows.go says how the
+// command reaches them verbatim). Its output lines become transcript lines,
+// the command is one "shell" tool call, and two workflow lines let a
 // script talk to the operator:
 //
 //	::ask::{"question":"Which env?","choices":["staging","prod"]}
 //	::confirm::Deploy to prod?
 //
-// The answer (or "yes"/"no") and a newline are written to the command's
-// stdin. A request that ends without an answer closes stdin for an ask and
-// answers "no" for a confirm.
+// The answer (or "yes"/"no") and a newline (CR LF for cmd and PowerShell,
+// so that cmd's `set /p` reads it) are written to the command's stdin. A
+// request that ends without an answer closes stdin for an ask and answers
+// "no" for a confirm.
+//
+// The command and everything it starts are one proctree.Group: a process
+// group on Unix, a job object on Windows. Cancelling a task ends the group,
+// and so does the command's end: a finished task leaves nothing running.
 package local
 
 import (
@@ -21,13 +28,13 @@ import (
 	"io"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 	"unicode/utf8"
 
+	"github.com/agents-fleet/fleet/internal/proctree"
 	"github.com/agents-fleet/fleet/provider"
 )
 
@@ -41,7 +48,7 @@ const (
 	ResultChars = 2000
 )
 
-// After the command and its process group are gone, its pipes still hold
+// After the command and its group are gone, its pipes still hold
 // what it wrote last, and a child that escaped the group may keep them
 // open. The readers go on while output keeps coming: each read waits at
 // most drainGrace for data, and at most drainCap more bytes are read (a
@@ -56,7 +63,10 @@ var (
 
 // Provider is the local shell provider.
 type Provider struct {
-	// Shell is the shell binary; default "sh".
+	// Shell is the shell that runs the commands: "sh", "cmd" or
+	// "powershell" (config.json's providers.local.shell); "" is the
+	// system's, sh (cmd on Windows). Start refuses a shell the system
+	// lacks (CheckShell).
 	Shell string
 	// Policy, when set, makes a command that matches it wait for the
 	// operator's confirm before it starts. Native sessions leave it nil:
@@ -72,17 +82,16 @@ func (p *Provider) Quiet() bool { return true }
 // Start returns a session whose turns are shell commands run in spec.Dir.
 // Nothing runs between turns, so there is no process to start.
 func (p *Provider) Start(ctx context.Context, spec provider.Spec, h provider.Host) (provider.Session, error) {
-	shell := p.Shell
-	if shell == "" {
-		shell = "sh"
+	if err := CheckShell(p.Shell); err != nil {
+		return nil, err
 	}
-	return &session{p: p, shell: shell, spec: spec, h: h, done: make(chan struct{})}, nil
+	return &session{p: p, shell: p.Shell, spec: spec, h: h, done: make(chan struct{})}, nil
 }
 
 // session runs one command per turn; see the package comment.
 type session struct {
 	p     *Provider
-	shell string
+	shell string // Provider.Shell
 	spec  provider.Spec
 	h     provider.Host
 
@@ -95,8 +104,8 @@ type session struct {
 
 var errInterrupted = errors.New("interrupted")
 
-// Send runs t.Text with `sh -c` on a goroutine of its own; the turn ends
-// with TurnEnded once the command and its process group are gone.
+// Send runs t.Text with the shell on a goroutine of its own; the turn ends
+// with TurnEnded once the command and its group are gone.
 func (s *session) Send(_ context.Context, t provider.Turn) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -121,7 +130,7 @@ func (s *session) Send(_ context.Context, t provider.Turn) error {
 	return nil
 }
 
-// Interrupt kills the running command's process group.
+// Interrupt kills the running command's group.
 func (s *session) Interrupt(context.Context) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -191,46 +200,15 @@ func (s *session) runTurn(ctx context.Context, command string) provider.TurnEnde
 	return res
 }
 
-// maxArgCommand is the longest command passed to the shell as its -c
-// argument. The kernel refuses longer arguments (Linux: 128 KiB for one,
-// about 2 MiB for all of them with the environment: "argument list too
-// long"), and none may hold a NUL byte; such a command is run from a
-// script file instead (scriptArgs).
-const maxArgCommand = 32 << 10
-
-// shellArgs returns the shell's arguments for command: `-c command`, or
-// for a long one `-c '. FILE'`, FILE a private copy of the command (0600
-// in a 0700 directory) that cleanup removes. Sourcing it from -c keeps
-// what a command sees as in `sh -c`: $0 is the shell, there are no
-// positional parameters, and stdin is still the channel ::ask:: answers
-// arrive on.
-func shellArgs(command string) (args []string, cleanup func(), err error) {
-	if len(command) <= maxArgCommand && !strings.ContainsRune(command, 0) {
-		return []string{"-c", command}, func() {}, nil
-	}
-	dir, err := os.MkdirTemp("", "fleet-command-")
-	if err != nil {
-		return nil, nil, fmt.Errorf("write the command to a script file: %w", err)
-	}
-	cleanup = func() { os.RemoveAll(dir) }
-	path := filepath.Join(dir, "command.sh")
-	if err := os.WriteFile(path, []byte(command), 0o600); err != nil {
-		cleanup()
-		return nil, nil, fmt.Errorf("write the command to a script file: %w", err)
-	}
-	return []string{"-c", ". '" + strings.ReplaceAll(path, "'", `'\''`) + "'"}, cleanup, nil
-}
-
 func run(ctx context.Context, shell, command string, spec provider.Spec, h provider.Host, tail *tailBuffer) provider.TurnEnded {
-	args, cleanup, err := shellArgs(command)
+	sc, err := shellCommand(shell, command)
 	if err != nil {
 		return provider.TurnEnded{ExitCode: -1, Err: err}
 	}
-	defer cleanup() // after the command and its process group are gone
-	cmd := exec.Command(shell, args...)
+	defer sc.cleanup() // after the command and its group are gone
+	cmd := sc.cmd
 	cmd.Dir = spec.Dir
 	cmd.Env = spec.Env
-	setProcessGroup(cmd)
 
 	stdinR, stdinW, err := os.Pipe()
 	if err != nil {
@@ -251,7 +229,7 @@ func run(ctx context.Context, shell, command string, spec provider.Spec, h provi
 		return provider.TurnEnded{ExitCode: -1, Err: fmt.Errorf("create stderr pipe: %w", err)}
 	}
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = stdinR, outW, errW
-	startErr := cmd.Start()
+	group, startErr := proctree.StartGroup(cmd)
 	// The child has its own copies; ours must close so EOF can arrive.
 	stdinR.Close()
 	outW.Close()
@@ -260,10 +238,10 @@ func run(ctx context.Context, shell, command string, spec provider.Spec, h provi
 		stdinW.Close()
 		outR.Close()
 		errR.Close()
-		return provider.TurnEnded{ExitCode: -1, Err: fmt.Errorf("start %s: %w", shell, startErr)}
+		return provider.TurnEnded{ExitCode: -1, Err: fmt.Errorf("start %s: %w", sc.name, startErr)}
 	}
 
-	in := &stdin{w: stdinW}
+	in := &stdin{w: stdinW, eol: sc.eol}
 	runCtx, stopReaders := context.WithCancel(ctx)
 	defer stopReaders()
 	out, errOut := &pipeReader{f: outR}, &pipeReader{f: errR}
@@ -306,12 +284,12 @@ func run(ctx context.Context, shell, command string, spec provider.Spec, h provi
 	case waitErr = <-waitDone:
 	case <-ctx.Done():
 		cancelled = true
-		killGroup(cmd)
+		group.Kill()
 		waitErr = <-waitDone
 	}
-	// Whatever the command left running in its process group goes too: a
-	// finished task leaves nothing behind.
-	killGroup(cmd)
+	// Whatever the command left running in its group goes too: a finished
+	// task leaves nothing behind.
+	group.Kill()
 	stopReaders() // unblock a reader waiting on an answer
 	in.close()
 
@@ -397,9 +375,10 @@ func (p *pipeReader) end() error {
 const readBuf = 64 << 10
 
 // readLines reads r to its end and calls fn with the complete lines each
-// read brought, without their newlines, in order. The lines of one call
-// share one allocation, and fn must not keep the slice. Lines longer than
-// MaxLine are cut and marked; a final line without a newline counts.
+// read brought, without their newlines (LF; CR LF on Windows), in order.
+// The lines of one call share one allocation, and fn must not keep the
+// slice. Lines longer than MaxLine are cut and marked; a final line
+// without a newline counts.
 func readLines(r io.Reader, fn func(lines []string)) {
 	buf := make([]byte, readBuf)
 	var lines []string
@@ -420,6 +399,9 @@ func readLines(r io.Reader, fn func(lines []string)) {
 					long, dropped = appendCapped(long, []byte(line), dropped)
 					line = finishLine(long, dropped)
 					long, dropped = nil, 0
+				}
+				if crlf {
+					line = strings.TrimSuffix(line, "\r")
 				}
 				lines = append(lines, line)
 			}
@@ -482,6 +464,7 @@ func trimPartialRune(b []byte) []byte {
 type stdin struct {
 	mu     sync.Mutex
 	w      *os.File
+	eol    string // ends each answer: the shell's newline
 	closed bool
 }
 
@@ -492,7 +475,7 @@ func (s *stdin) write(text string) {
 		return
 	}
 	// A command that closed its stdin gets EPIPE here; that is its choice.
-	s.w.WriteString(text + "\n")
+	s.w.WriteString(text + s.eol)
 }
 
 func (s *stdin) close() {
