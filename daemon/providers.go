@@ -82,7 +82,11 @@ func IsAgent(name string) bool { return name != "" && name != "local" }
 // asks before commands that match shellPolicy (nil: never; native sessions
 // let their root approve).
 func BuildProviders(sel Selection, file config.File, shellPolicy *provider.Policy) (Providers, error) {
-	all := map[string]provider.Provider{"local": &local.Provider{Policy: shellPolicy}}
+	shell := file.Providers["local"].Shell
+	if err := local.CheckShell(shell); err != nil {
+		return Providers{}, fmt.Errorf("providers.local.shell: %w", err)
+	}
+	all := map[string]provider.Provider{"local": &local.Provider{Policy: shellPolicy, Shell: shell}}
 	for n, build := range agentAdapters {
 		o := options(file.Providers[n])
 		if n == sel.Provider && sel.Model != "" {

@@ -8,11 +8,9 @@ import (
 	"runtime"
 	"slices"
 	"strings"
-)
 
-// Shells are the values Provider.Shell takes besides "" (the system's).
-// Which of them run commands depends on the system (systemShells).
-var Shells = []string{"sh", "cmd", "powershell"}
+	"github.com/agents-fleet/fleet/config"
+)
 
 // CheckShell says whether shell, a Provider.Shell, runs commands on this
 // system.
@@ -20,10 +18,10 @@ func CheckShell(shell string) error {
 	switch {
 	case shell == "" || slices.Contains(systemShells, shell):
 		return nil
-	case slices.Contains(Shells, shell):
+	case slices.Contains(config.LocalShells, shell):
 		return fmt.Errorf("the %s shell does not run on %s (here: %s)", shell, runtime.GOOS, strings.Join(systemShells, ", "))
 	}
-	return fmt.Errorf("unknown shell %q (known: %s)", shell, strings.Join(Shells, ", "))
+	return fmt.Errorf("unknown shell %q (known: %s)", shell, strings.Join(config.LocalShells, ", "))
 }
 
 // shellCmd is a task's command ready to start with its shell.
