@@ -70,7 +70,17 @@ func TestCmdGetsTheLineVerbatim(t *testing.T) {
 	if res.Err != nil {
 		t.Fatal(res.Err)
 	}
-	if got := strings.Join(h.lines, "|"); got != `stdout:"a b"|stdout:"c&d"|stdout:v|stderr:err` {
+	// stdout and stderr are two pipes, read apart: each keeps its order,
+	// not the order between them.
+	var out, errs []string
+	for _, l := range h.lines {
+		if strings.HasPrefix(l, "stderr:") {
+			errs = append(errs, l)
+		} else {
+			out = append(out, l)
+		}
+	}
+	if got := strings.Join(out, "|") + " / " + strings.Join(errs, "|"); got != `stdout:"a b"|stdout:"c&d"|stdout:v / stderr:err` {
 		t.Fatalf("%q", got)
 	}
 }
