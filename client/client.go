@@ -24,6 +24,7 @@ import (
 	"time"
 
 	"github.com/agents-fleet/fleet/config"
+	"github.com/agents-fleet/fleet/controlsock"
 	"github.com/agents-fleet/fleet/protocol"
 	"github.com/agents-fleet/fleet/registry"
 )
@@ -108,8 +109,7 @@ func fleetLabel(d registry.Descriptor) string {
 }
 
 func dial(ctx context.Context, path, token string, opts Options, label string) (*Conn, error) {
-	var d net.Dialer
-	nc, err := d.DialContext(ctx, "unix", path)
+	nc, err := controlsock.Dial(ctx, path)
 	if err != nil {
 		return nil, dialError(label, path, err)
 	}

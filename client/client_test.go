@@ -16,11 +16,16 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/agents-fleet/fleet/controlsock"
+	"github.com/agents-fleet/fleet/internal/testdir"
 	"github.com/agents-fleet/fleet/protocol"
 	"github.com/agents-fleet/fleet/registry"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+// On Windows go-winio completes every pipe's I/O in one goroutine, started
+// with the first pipe and never stopped.
+func TestMain(m *testing.M) {
+	goleak.VerifyTestMain(m, goleak.IgnoreAnyFunction("github.com/Microsoft/go-winio.ioCompletionProcessor"))
+}
 
 // fakeBackend records what the server routes to the fleet.
 type fakeBackend struct {
@@ -63,16 +68,12 @@ type harness struct {
 	serve   chan error
 }
 
-// startServer starts a control server on a Unix socket in a short temp dir.
+// startServer starts a control server on a real control socket: a Unix
+// socket in a short temp dir, or a named pipe on Windows.
 func startServer(t *testing.T) *harness {
 	t.Helper()
-	home, err := os.MkdirTemp("", "cl")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(home) })
-	h := &harness{backend: &fakeBackend{}, home: home, token: strings.Repeat("ab", 32), serve: make(chan error, 1)}
-	h.path = filepath.Join(home, "s.sock")
+	h := &harness{backend: &fakeBackend{}, home: testdir.New(t), token: strings.Repeat("ab", 32), serve: make(chan error, 1)}
+	h.path = testdir.SocketPath(t)
 	h.srv = controlsock.New(controlsock.Config{
 		Token:   h.token,
 		Backend: h.backend,
@@ -296,13 +297,8 @@ func TestCloseUnblocksNext(t *testing.T) {
 }
 
 func TestDialMissingSocket(t *testing.T) {
-	dir, err := os.MkdirTemp("", "cl")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer os.RemoveAll(dir)
-	path := filepath.Join(dir, "gone.sock")
-	_, err = Dial(t.Context(), registry.Descriptor{ID: "1-abc", SocketPath: path, TokenPath: writeToken(t, dir)}, Options{})
+	path := testdir.SocketPath(t) // nothing listens there
+	_, err := Dial(t.Context(), registry.Descriptor{ID: "1-abc", SocketPath: path, TokenPath: writeToken(t, testdir.New(t))}, Options{})
 	if err == nil || !strings.Contains(err.Error(), path) || !strings.Contains(err.Error(), "1-abc") {
 		t.Fatalf("err = %v, want one naming the fleet and %s", err, path)
 	}
@@ -311,12 +307,8 @@ func TestDialMissingSocket(t *testing.T) {
 func TestDialCancelledContext(t *testing.T) {
 	// A listener that accepts but never answers: the handshake must give up
 	// when ctx ends.
-	dir, err := os.MkdirTemp("", "cl")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer os.RemoveAll(dir)
-	ln, err := net.Listen("unix", filepath.Join(dir, "mute.sock"))
+	path := testdir.SocketPath(t)
+	ln, err := controlsock.Listen(path)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -331,7 +323,7 @@ func TestDialCancelledContext(t *testing.T) {
 	}()
 	ctx, cancel := context.WithTimeout(t.Context(), 100*time.Millisecond)
 	defer cancel()
-	_, err = DialSocket(ctx, filepath.Join(dir, "mute.sock"), "t", Options{})
+	_, err = DialSocket(ctx, path, "t", Options{})
 	if !errors.Is(err, context.DeadlineExceeded) && (err == nil || !strings.Contains(err.Error(), "no answer")) {
 		t.Fatalf("err = %v, want a timeout", err)
 	}
@@ -350,11 +342,7 @@ func writeToken(t *testing.T, dir string) string {
 }
 
 func TestFindAndDial(t *testing.T) {
-	home, err := os.MkdirTemp("", "cl")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(home) })
+	home := testdir.New(t)
 	regDir := filepath.Join(home, "sockets")
 	t.Setenv("AGENTS_FLEET_HOME", home)
 	t.Setenv("AGENTS_FLEET_REGISTRY_DIR", regDir)

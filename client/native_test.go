@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"net"
-	"os"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -12,6 +11,7 @@ import (
 	"time"
 
 	"github.com/agents-fleet/fleet/controlsock"
+	"github.com/agents-fleet/fleet/internal/testdir"
 	"github.com/agents-fleet/fleet/native"
 	"github.com/agents-fleet/fleet/protocol"
 )
@@ -37,11 +37,7 @@ func (b nativeBackend) Native(ctx context.Context, req *protocol.NativeRequest) 
 func startNativeFleet(t *testing.T) *nativeFleet {
 	t.Helper()
 	h := &harness{token: strings.Repeat("cd", 32), serve: make(chan error, 1)}
-	dir, err := os.MkdirTemp("", "cln")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(dir) })
+	dir := testdir.New(t)
 	st, err := native.Open(filepath.Join(dir, "state", "native.db"))
 	if err != nil {
 		t.Fatal(err)
@@ -51,7 +47,7 @@ func startNativeFleet(t *testing.T) *nativeFleet {
 	if err != nil {
 		t.Fatal(err)
 	}
-	h.path = filepath.Join(dir, "f.sock")
+	h.path = testdir.SocketPath(t)
 	h.srv = controlsock.New(controlsock.Config{Token: h.token, Backend: nativeBackend{ctl}, Welcome: protocol.Welcome{SessionID: "sess-n", Cwd: dir}})
 	ln, err := controlsock.Listen(h.path)
 	if err != nil {
@@ -72,7 +68,7 @@ func (f *nativeFleet) status(t *testing.T, root string) *protocol.NativeRootStat
 	return res.Root
 }
 
-// lossyProxy stands between a console and a fleet on real Unix sockets and
+// lossyProxy stands between a console and a fleet on real control sockets and
 // loses the first nativeRootResult of the first connection: it hangs up
 // on both sides (hangUp) or keeps it and the connection open (swallow).
 // It records every nativeRoot frame it forwards and the result it lost.
@@ -92,8 +88,8 @@ type lossyProxy struct {
 
 func startLossyProxy(t *testing.T, target string, hangUp bool) *lossyProxy {
 	t.Helper()
-	p := &lossyProxy{path: filepath.Join(filepath.Dir(target), "p.sock"), hangUp: hangUp, lostOnce: make(chan struct{})}
-	ln, err := net.Listen("unix", p.path)
+	p := &lossyProxy{path: testdir.SocketPath(t), hangUp: hangUp, lostOnce: make(chan struct{})}
+	ln, err := controlsock.Listen(p.path)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -106,7 +102,7 @@ func startLossyProxy(t *testing.T, target string, hangUp bool) *lossyProxy {
 			if err != nil {
 				return
 			}
-			up, err := net.Dial("unix", target)
+			up, err := controlsock.Dial(context.Background(), target)
 			if err != nil {
 				c.Close()
 				continue

@@ -6,19 +6,18 @@ import (
 	"fmt"
 	"io"
 	"net"
-	"os"
-	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/agents-fleet/fleet/internal/testdir"
 	"github.com/agents-fleet/fleet/protocol"
 )
 
 // BenchmarkFanout measures Broadcast → K attached clients over real Unix
-// sockets: each op is one ~200-byte transcript frame encoded once and
-// delivered to every client. frames/s counts deliveries (one frame to 16
+// sockets (named pipes on Windows): each op is one ~200-byte transcript
+// frame encoded once and delivered to every client. frames/s counts deliveries (one frame to 16
 // clients counts 16), like the shared bench's loadgen.
 func BenchmarkFanout(b *testing.B) {
 	for _, k := range []int{1, 16, 64} {
@@ -27,12 +26,7 @@ func BenchmarkFanout(b *testing.B) {
 }
 
 func benchFanout(b *testing.B, k int) {
-	dir, err := os.MkdirTemp("", "cb")
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer os.RemoveAll(dir)
-	path := filepath.Join(dir, "f.sock")
+	path := testdir.SocketPath(b)
 	ln, err := Listen(path)
 	if err != nil {
 		b.Fatal(err)
@@ -127,12 +121,7 @@ func BenchmarkAttachFullWindow(b *testing.B) {
 }
 
 func benchAttach(b *testing.B, busy bool) {
-	dir, err := os.MkdirTemp("", "ca")
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer os.RemoveAll(dir)
-	path := filepath.Join(dir, "f.sock")
+	path := testdir.SocketPath(b)
 	ln, err := Listen(path)
 	if err != nil {
 		b.Fatal(err)

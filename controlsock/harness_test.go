@@ -6,12 +6,11 @@ import (
 	"errors"
 	"fmt"
 	"net"
-	"os"
-	"path/filepath"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/agents-fleet/fleet/internal/testdir"
 	"github.com/agents-fleet/fleet/protocol"
 )
 
@@ -73,7 +72,8 @@ func (b *fakeBackend) Native(ctx context.Context, req *protocol.NativeRequest) p
 	return protocol.NativeResult{Kind: "error", Code: "native_mode_required", Message: "legacy session"}
 }
 
-// harness is a server on a real Unix socket in a short temp dir.
+// harness is a server on a real control socket: a Unix socket in a short
+// temp dir, or a named pipe on Windows.
 type harness struct {
 	t    *testing.T
 	srv  *Server
@@ -83,12 +83,7 @@ type harness struct {
 
 func newHarness(t *testing.T, mod func(*Config)) *harness {
 	t.Helper()
-	dir, err := os.MkdirTemp("", "cs")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(dir) })
-	path := filepath.Join(dir, "f.sock")
+	path := testdir.SocketPath(t)
 	ln, err := Listen(path)
 	if err != nil {
 		t.Fatal(err)
@@ -133,7 +128,7 @@ type tconn struct {
 
 func (h *harness) dial() *tconn {
 	h.t.Helper()
-	c, err := net.Dial("unix", h.path)
+	c, err := Dial(h.t.Context(), h.path)
 	if err != nil {
 		h.t.Fatal(err)
 	}
@@ -236,7 +231,9 @@ func netPipe() (net.Conn, net.Conn) { return net.Pipe() }
 
 // dialAndAttach is attach for use off the test goroutine: it returns errors.
 func dialAndAttach(path, name string) (*tconn, error) {
-	c, err := net.Dial("unix", path)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	c, err := Dial(ctx, path)
 	if err != nil {
 		return nil, err
 	}

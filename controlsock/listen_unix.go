@@ -3,6 +3,7 @@
 package controlsock
 
 import (
+	"context"
 	"fmt"
 	"net"
 	"os"
@@ -23,7 +24,9 @@ func Listen(path string) (net.Listener, error) {
 		if fi.Mode()&os.ModeSocket == 0 {
 			return nil, fmt.Errorf("listen %s: a file that is not a socket is in the way", path)
 		}
-		c, err := net.DialTimeout("unix", path, time.Second)
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		c, err := Dial(ctx, path)
+		cancel()
 		if err == nil {
 			c.Close()
 			return nil, fmt.Errorf("listen %s: another fleet is listening there", path)
@@ -42,4 +45,11 @@ func Listen(path string) (net.Listener, error) {
 		return nil, fmt.Errorf("chmod %s: %w", path, err)
 	}
 	return ln, nil
+}
+
+// Dial connects to the control socket that Listen made at path: here a Unix
+// socket. ctx bounds the connect only.
+func Dial(ctx context.Context, path string) (net.Conn, error) {
+	var d net.Dialer
+	return d.DialContext(ctx, "unix", path)
 }

@@ -14,6 +14,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/agents-fleet/fleet/controlsock"
 	"github.com/agents-fleet/fleet/registry"
 )
 
@@ -145,8 +146,7 @@ var ErrNoHub = errors.New("no fleet hub is running")
 // QueryStatus asks the running hub of fleetHome for its status.
 func QueryStatus(ctx context.Context, fleetHome string) (*Status, error) {
 	path := filepath.Join(Dir(fleetHome), statusSocket)
-	var d net.Dialer
-	c, err := d.DialContext(ctx, "unix", path)
+	c, err := controlsock.Dial(ctx, path)
 	if err != nil {
 		if errors.Is(err, fs.ErrNotExist) || errors.Is(err, syscall.ENOENT) || errors.Is(err, syscall.ECONNREFUSED) {
 			return nil, fmt.Errorf("%w for %s (no status socket at %s)", ErrNoHub, fleetHome, path)

@@ -1,11 +1,14 @@
 package registry
 
 import (
+	"errors"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"unicode/utf8"
+
+	"github.com/agents-fleet/fleet/internal/lockfile"
 )
 
 // Fleets registering in one directory get distinct names: a live
@@ -13,6 +16,11 @@ import (
 // taken; a released claim or a dead fleet's descriptor does not.
 func TestClaimName(t *testing.T) {
 	home := shortHome(t)
+	if l, err := lockfile.TryLock(filepath.Join(home, "probe.lock")); errors.Is(err, lockfile.ErrUnsupported) {
+		t.Skip("claims need file locks, which internal/lockfile has on Unix only")
+	} else if err == nil {
+		l.Release()
+	}
 	dir := filepath.Join(home, "sockets")
 
 	a, releaseA, err := ClaimName(dir, "repo")
@@ -26,7 +34,7 @@ func TestClaimName(t *testing.T) {
 	}
 	releaseA()
 	// Registered and alive (this process): taken without a claim.
-	live := newFleet(t, home, os.Getpid(), false)
+	live := newFleet(t, home, os.Getpid(), true)
 	live.d.Name = "repo"
 	if _, err := Write(dir, live.d); err != nil {
 		t.Fatal(err)

@@ -17,15 +17,19 @@ const MaxTokenSize = 4 << 10
 // tokenBytes is the number of random bytes in a token (hex-encoded: 64 chars).
 const tokenBytes = 32
 
-// EnsurePrivateDir creates dir (and missing parents) with mode 0700. An
-// existing dir must be a directory, not a symlink, owned by the current user;
-// a mode other than 0700 is set to 0700 through the opened directory (fchmod),
-// so a directory swapped in after the check is never the one changed.
+// EnsurePrivateDir creates dir (and missing parents) private to the user:
+// mode 0700 on Unix; on Windows with a security descriptor that names the
+// user alone (winsec.SDDL), given as each directory is created. An existing
+// dir must be a directory, not a symlink, owned by the current user. On
+// Unix a mode other than 0700 is set to 0700 through the opened directory
+// (fchmod), so a directory swapped in after the check is never the one
+// changed; on Windows one that lets anyone else in is refused, as its
+// access list is never rewritten after the fact.
 func EnsurePrivateDir(dir string) error {
 	if dir == "" {
 		return errors.New("private directory: empty path")
 	}
-	if err := os.MkdirAll(dir, 0o700); err != nil {
+	if err := mkdirAllPrivate(dir); err != nil {
 		return fmt.Errorf("create private directory: %w", err)
 	}
 	f, err := openDir(dir)
@@ -33,26 +37,19 @@ func EnsurePrivateDir(dir string) error {
 		return explainOpen("private directory", dir, err)
 	}
 	defer f.Close()
-	fi, err := f.Stat()
+	fi, err := fstat(f)
 	if err != nil {
 		return fmt.Errorf("private directory: %w", err)
 	}
 	if !fi.IsDir() {
 		return fmt.Errorf("private directory %s is not a directory", dir)
 	}
-	if err := checkOwner(fi); err != nil {
-		return fmt.Errorf("private directory %s is %w", dir, err)
-	}
-	if fi.Mode().Perm() != 0o700 {
-		if err := f.Chmod(0o700); err != nil {
-			return fmt.Errorf("private directory %s: restrict mode %04o to 0700: %w", dir, fi.Mode().Perm(), err)
-		}
-	}
-	return nil
+	return restrictDir(dir, f, fi)
 }
 
 // WriteToken creates a new random token (32 random bytes, hex = 64 chars) at
-// path with O_CREATE|O_EXCL and mode 0600, and returns it. The directory is
+// path with O_CREATE|O_EXCL and mode 0600 (on Windows: user-only from its
+// creation, see openNoFollow), and returns it. The directory is
 // the caller's: use EnsurePrivateDir(ControlDir(fleetHome)) first.
 func WriteToken(path string) (string, error) {
 	var b [tokenBytes]byte
@@ -80,7 +77,8 @@ func WriteToken(path string) (string, error) {
 }
 
 // ReadToken reads a token file, refusing one that is a symlink, not a regular
-// file, not owned by the user, or has group/other permission bits; trims
+// file, not owned by the user, or has group/other permission bits (on
+// Windows: lets anyone else in); trims
 // whitespace; at most MaxTokenSize bytes; empty is an error.
 func ReadToken(path string) (string, error) {
 	f, err := openNoFollow(path, os.O_RDONLY, 0)
@@ -88,7 +86,7 @@ func ReadToken(path string) (string, error) {
 		return "", explainOpen("token", path, err)
 	}
 	defer f.Close()
-	fi, err := f.Stat()
+	fi, err := fstat(f)
 	if err != nil {
 		return "", fmt.Errorf("read token: %w", err)
 	}
@@ -110,24 +108,12 @@ func ReadToken(path string) (string, error) {
 }
 
 // checkPrivateFile returns an error, phrased to follow "<what> <path> ",
-// unless fi is a regular file owned by the user with no group/other bits.
+// unless fi is a regular file that checkPrivate passes.
 func checkPrivateFile(fi fs.FileInfo) error {
 	if !fi.Mode().IsRegular() {
 		return fmt.Errorf("is a %s, not a regular file", kind(fi.Mode()))
 	}
 	return checkPrivate(fi)
-}
-
-// checkPrivate returns an error unless fi is owned by the user and has no
-// group/other permission bits.
-func checkPrivate(fi fs.FileInfo) error {
-	if err := checkOwner(fi); err != nil {
-		return fmt.Errorf("is %w", err)
-	}
-	if perm := fi.Mode().Perm(); perm&0o077 != 0 {
-		return fmt.Errorf("has mode %04o: group and others must have no access", perm)
-	}
-	return nil
 }
 
 // explainOpen turns a failed no-follow open of path into a clear error,

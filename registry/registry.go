@@ -9,9 +9,15 @@
 //	<fleetHome>/control/<id>.sock    control socket
 //	<fleetHome>/control/<id>.token   token, 0600, 64 hex chars (dir 0700)
 //
+// On Windows the control socket is the named pipe \\.\pipe\agents-fleet-<id>,
+// and "0600" and "0700" are a security descriptor that lets the user
+// alone in (platform_windows.go).
+//
 // Liveness is kill(pid, 0). A pid can be reused after the fleet died, so a
 // stale descriptor can look alive until the new process exits; Validate's
-// socket checks and the token handshake are what a reader must rely on.
+// socket checks and the token handshake are what a reader must rely on. On
+// Windows, which reuses pids at once, a fleet is alive only while its pipe
+// is served by its pid.
 package registry
 
 import (
@@ -94,9 +100,6 @@ func parseID(id string) (pid int, err error) {
 // ControlDir returns <fleetHome>/control, the private directory of sockets and tokens.
 func ControlDir(fleetHome string) string { return filepath.Join(fleetHome, "control") }
 
-// SocketPath returns <fleetHome>/control/<id>.sock.
-func SocketPath(fleetHome, id string) string { return filepath.Join(ControlDir(fleetHome), id+".sock") }
-
 // TokenPath returns <fleetHome>/control/<id>.token.
 func TokenPath(fleetHome, id string) string {
 	return filepath.Join(ControlDir(fleetHome), id+".token")
@@ -140,7 +143,7 @@ func Write(dir string, d Descriptor) (path string, err error) {
 		return "", fmt.Errorf("write descriptor: %w", err)
 	}
 	// The temp name does not end in .json, so List never sees it.
-	tmp, err := os.CreateTemp(dir, "."+d.ID+".json.tmp*") // CreateTemp uses 0600
+	tmp, err := createPrivateTemp(dir, "."+d.ID+".json.tmp")
 	if err != nil {
 		return "", fmt.Errorf("write descriptor: %w", err)
 	}
@@ -159,7 +162,7 @@ func Write(dir string, d Descriptor) (path string, err error) {
 	if err = tmp.Close(); err != nil {
 		return "", fmt.Errorf("write descriptor: %w", err)
 	}
-	if err = os.Rename(tmp.Name(), path); err != nil {
+	if err = replaceFile(tmp.Name(), path); err != nil {
 		return "", fmt.Errorf("write descriptor: %w", err)
 	}
 	return path, nil
@@ -181,7 +184,7 @@ func Remove(dir, id string) error {
 type Entry struct {
 	Descriptor
 	Path  string
-	Alive bool  // PidAlive(PID); false when Err is set
+	Alive bool  // the fleet runs (alive: its pid, and on Windows its pipe's server); false when Err is set
 	Err   error // unreadable or malformed; Descriptor is then partial or zero
 }
 
@@ -207,7 +210,7 @@ func List(dir string) ([]Entry, error) {
 		e := Entry{Path: filepath.Join(dir, name)}
 		e.Descriptor, e.Err = readDescriptor(e.Path, strings.TrimSuffix(name, ".json"))
 		if e.Err == nil {
-			e.Alive = PidAlive(e.PID)
+			e.Alive = alive(e.Descriptor)
 		}
 		entries = append(entries, e)
 	}
@@ -227,7 +230,7 @@ func readDescriptor(path, base string) (Descriptor, error) {
 	if !fi.Mode().IsRegular() {
 		return d, fmt.Errorf("%s: a %s, not a regular file", path, kind(fi.Mode()))
 	}
-	f, err := os.Open(path)
+	f, err := openShared(path)
 	if err != nil {
 		return d, err
 	}
@@ -281,11 +284,12 @@ func Live(dir string) ([]Entry, error) {
 	return slices.DeleteFunc(entries, func(e Entry) bool { return e.Err != nil || !e.Alive }), nil
 }
 
-// PruneStale removes descriptors whose pid is dead and, best effort, their
-// socket and token when those are the paths derived from the descriptor's
-// fleetHome (a descriptor pointing elsewhere gets nothing but itself removed).
-// Malformed files are left alone. It returns the ids removed; the error joins
-// every failure, and pruning continues past them.
+// PruneStale removes descriptors of fleets that do not run (Entry.Alive)
+// and, best effort, their socket and token when those are the paths derived
+// from the descriptor's fleetHome (a descriptor pointing elsewhere gets
+// nothing but itself removed). Malformed files are left alone. It returns
+// the ids removed; the error joins every failure, and pruning continues past
+// them.
 func PruneStale(dir string) ([]string, error) {
 	entries, err := List(dir)
 	if err != nil {
@@ -308,7 +312,7 @@ func PruneStale(dir string) ([]string, error) {
 			continue
 		}
 		if e.SocketPath == SocketPath(e.FleetHome, e.ID) {
-			removeIf(e.SocketPath, func(m fs.FileMode) bool { return m.Type() == fs.ModeSocket })
+			removeStaleSocket(e.SocketPath)
 		}
 		if e.TokenPath == TokenPath(e.FleetHome, e.ID) {
 			removeIf(e.TokenPath, fs.FileMode.IsRegular)
@@ -320,7 +324,7 @@ func PruneStale(dir string) ([]string, error) {
 // removeIf removes path when it is not a symlink, is owned by the current
 // user, and its mode passes ok. Errors are ignored: this is best-effort cleanup.
 func removeIf(path string, ok func(fs.FileMode) bool) {
-	fi, err := os.Lstat(path)
+	fi, err := lstat(path)
 	if err != nil || !ok(fi.Mode()) || checkOwner(fi) != nil {
 		return
 	}

@@ -2,9 +2,7 @@ package registry
 
 import (
 	"encoding/json"
-	"errors"
 	"fmt"
-	"io/fs"
 	"net"
 	"os"
 	"os/exec"
@@ -17,24 +15,21 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agents-fleet/fleet/controlsock"
+	"github.com/agents-fleet/fleet/internal/testdir"
 	"github.com/agents-fleet/fleet/internal/testwait"
 )
 
 // shortHome returns a fresh fleetHome short enough for socket paths under it.
 func shortHome(t *testing.T) string {
 	t.Helper()
-	home, err := os.MkdirTemp("", "fl")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(home) })
-	return home
+	return testdir.New(t)
 }
 
 // deadPID returns the pid of a process that has exited and been reaped.
 func deadPID(t *testing.T) int {
 	t.Helper()
-	cmd := exec.Command("true")
+	cmd := exec.Command(exitCommand[0], exitCommand[1:]...)
 	if err := cmd.Run(); err != nil {
 		t.Fatal(err)
 	}
@@ -46,14 +41,16 @@ func deadPID(t *testing.T) int {
 }
 
 // fleet is a live fleet as a hub would find it: control dir, token, a
-// listening socket and the descriptor, all derived from home.
+// listening socket (controlsock.Listen: a named pipe on Windows) and the
+// descriptor, all derived from home.
 type fleet struct {
 	home string
 	d    Descriptor
 	ln   net.Listener
 }
 
-// newFleet sets up a fleet for pid in home. The socket listens only when listen is set.
+// newFleet sets up a fleet for pid in home. The socket listens only when
+// listen is set; it takes connections and closes them, as a probe needs.
 func newFleet(t *testing.T, home string, pid int, listen bool) *fleet {
 	t.Helper()
 	id, err := NewID(pid)
@@ -68,7 +65,7 @@ func newFleet(t *testing.T, home string, pid int, listen bool) *fleet {
 		ID:              id,
 		PID:             pid,
 		Name:            "fleet-" + id,
-		Cwd:             "/src/project",
+		Cwd:             home,
 		SocketPath:      SocketPath(home, id),
 		TokenPath:       TokenPath(home, id),
 		FleetHome:       home,
@@ -79,12 +76,26 @@ func newFleet(t *testing.T, home string, pid int, listen bool) *fleet {
 		t.Fatal(err)
 	}
 	if listen {
-		ln, err := net.Listen("unix", f.d.SocketPath)
+		ln, err := controlsock.Listen(f.d.SocketPath)
 		if err != nil {
 			t.Fatal(err)
 		}
 		f.ln = ln
-		t.Cleanup(func() { ln.Close() })
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			for {
+				c, err := ln.Accept()
+				if err != nil {
+					return
+				}
+				c.Close()
+			}
+		}()
+		t.Cleanup(func() {
+			ln.Close()
+			<-done
+		})
 	}
 	return f
 }
@@ -110,18 +121,6 @@ func TestNewID(t *testing.T) {
 	}
 }
 
-func TestPaths(t *testing.T) {
-	if got := ControlDir("/h"); got != "/h/control" {
-		t.Errorf("ControlDir = %q", got)
-	}
-	if got := SocketPath("/h", "1-ab"); got != "/h/control/1-ab.sock" {
-		t.Errorf("SocketPath = %q", got)
-	}
-	if got := TokenPath("/h", "1-ab"); got != "/h/control/1-ab.token" {
-		t.Errorf("TokenPath = %q", got)
-	}
-}
-
 func TestCheckSocketPath(t *testing.T) {
 	ok := "/" + strings.Repeat("a", MaxSocketPath-1)
 	if err := CheckSocketPath(ok); err != nil {
@@ -140,8 +139,8 @@ func TestCheckSocketPath(t *testing.T) {
 }
 
 func TestWriteListRemove(t *testing.T) {
-	dir := filepath.Join(t.TempDir(), "sockets") // Write creates it
-	f := newFleet(t, shortHome(t), os.Getpid(), false)
+	dir := filepath.Join(testdir.New(t), "sockets") // Write creates it
+	f := newFleet(t, shortHome(t), os.Getpid(), true)
 	path, err := Write(dir, f.d)
 	if err != nil {
 		t.Fatal(err)
@@ -149,8 +148,8 @@ func TestWriteListRemove(t *testing.T) {
 	if path != filepath.Join(dir, f.d.ID+".json") {
 		t.Errorf("Write path = %q", path)
 	}
-	assertMode(t, path, 0o600)
-	assertMode(t, dir, 0o700|fs.ModeDir)
+	assertPrivate(t, path)
+	assertPrivate(t, dir)
 
 	entries, err := List(dir)
 	if err != nil {
@@ -187,7 +186,7 @@ func TestWriteListRemove(t *testing.T) {
 }
 
 func TestHubAttachJSON(t *testing.T) {
-	dir := t.TempDir()
+	dir := filepath.Join(testdir.New(t), "sockets")
 	for i, hub := range []bool{false, true} {
 		d := Descriptor{SchemaVersion: 1, ID: fmt.Sprintf("7-%d", i), PID: 7, HubAttach: hub}
 		path, err := Write(dir, d)
@@ -217,7 +216,7 @@ func TestHubAttachJSON(t *testing.T) {
 // TestWriteAtomic rewrites a descriptor while readers list it: every read
 // sees a whole descriptor, and no temp file is left behind.
 func TestWriteAtomic(t *testing.T) {
-	dir := t.TempDir()
+	dir := filepath.Join(testdir.New(t), "sockets")
 	d := Descriptor{SchemaVersion: 1, ID: fmt.Sprintf("%d-0123abcd", os.Getpid()), PID: os.Getpid(), Name: strings.Repeat("n", 100)}
 	if _, err := Write(dir, d); err != nil {
 		t.Fatal(err)
@@ -263,19 +262,18 @@ func TestWriteAtomic(t *testing.T) {
 }
 
 func TestListMissingDir(t *testing.T) {
-	entries, err := List(filepath.Join(t.TempDir(), "none"))
+	entries, err := List(filepath.Join(testdir.New(t), "none"))
 	if err != nil || len(entries) != 0 {
 		t.Fatalf("List(missing) = %v, %v", entries, err)
 	}
-	if entries, err := Live(filepath.Join(t.TempDir(), "none")); err != nil || len(entries) != 0 {
+	if entries, err := Live(filepath.Join(testdir.New(t), "none")); err != nil || len(entries) != 0 {
 		t.Fatalf("Live(missing) = %v, %v", entries, err)
 	}
 }
 
 func TestListMalformed(t *testing.T) {
-	dir := t.TempDir()
-	me := os.Getpid()
-	good := Descriptor{SchemaVersion: 1, ID: fmt.Sprintf("%d-00000001", me), PID: me}
+	dir := filepath.Join(testdir.New(t), "sockets")
+	good := newFleet(t, shortHome(t), os.Getpid(), true).d
 	if _, err := Write(dir, good); err != nil {
 		t.Fatal(err)
 	}
@@ -300,14 +298,6 @@ func TestListMalformed(t *testing.T) {
 	if err := os.Mkdir(filepath.Join(dir, "dir.json"), 0o700); err != nil {
 		t.Fatal(err)
 	}
-	if err := os.Symlink(filepath.Join(dir, good.ID+".json"), filepath.Join(dir, "link.json")); err != nil {
-		t.Fatal(err)
-	}
-
-	entries, err := List(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
 	want := map[string]string{ // file → substring of Err ("" = no error)
 		good.ID + ".json": "",
 		"syntax.json":     "invalid JSON on line 1",
@@ -320,7 +310,17 @@ func TestListMalformed(t *testing.T) {
 		"empty.json":      "unexpected end of JSON input",
 		"nullfields.json": `id "" does not match the file name`,
 		"dir.json":        "a directory, not a regular file",
-		"link.json":       "a symbolic link, not a regular file",
+	}
+	if symlinks {
+		if err := os.Symlink(filepath.Join(dir, good.ID+".json"), filepath.Join(dir, "link.json")); err != nil {
+			t.Fatal(err)
+		}
+		want["link.json"] = "a symbolic link, not a regular file"
+	}
+
+	entries, err := List(dir)
+	if err != nil {
+		t.Fatal(err)
 	}
 	got := map[string]Entry{}
 	for _, e := range entries {
@@ -348,7 +348,7 @@ func TestListMalformed(t *testing.T) {
 }
 
 func TestListSorted(t *testing.T) {
-	dir := t.TempDir()
+	dir := filepath.Join(testdir.New(t), "sockets")
 	me := os.Getpid()
 	for _, d := range []struct {
 		suffix  string
@@ -372,66 +372,42 @@ func TestListSorted(t *testing.T) {
 	}
 }
 
-func TestPruneStale(t *testing.T) {
-	dir := t.TempDir()
-	home := shortHome(t)
-
-	live := newFleet(t, home, os.Getpid(), true)
-	dead := newFleet(t, home, deadPID(t), true)
-	// A crashed fleet leaves its socket file behind.
-	dead.ln.(*net.UnixListener).SetUnlinkOnClose(false)
-	dead.ln.Close()
-
-	// A dead descriptor pointing at paths not derived from its fleetHome:
-	// the descriptor goes, the files it names stay.
-	other := newFleet(t, shortHome(t), os.Getpid(), false)
-	foreign := newFleet(t, home, dead.d.PID, false)
-	foreign.d.ID = dead.d.ID[:strings.IndexByte(dead.d.ID, '-')] + "-ff"
-	foreign.d.SocketPath = other.d.SocketPath
-	foreign.d.TokenPath = other.d.TokenPath
-	if err := os.WriteFile(other.d.SocketPath, nil, 0o600); err != nil {
-		t.Fatal(err)
-	}
-
-	for _, f := range []*fleet{live, dead, foreign} {
+// pruneWith writes the descriptors of fleets to dir beside a malformed one
+// and checks that PruneStale removes those of stale and no other, and that
+// a second PruneStale removes nothing. It returns the malformed file, which
+// stays.
+func pruneWith(t *testing.T, dir string, fleets []*fleet, stale ...*fleet) (malformed string) {
+	t.Helper()
+	for _, f := range fleets {
 		if _, err := Write(dir, f.d); err != nil {
 			t.Fatal(err)
 		}
 	}
-	malformed := filepath.Join(dir, "broken.json")
+	malformed = filepath.Join(dir, "broken.json")
 	if err := os.WriteFile(malformed, []byte("{"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-
 	removed, err := PruneStale(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
+	var want []string
+	for _, f := range stale {
+		want = append(want, f.d.ID)
+	}
 	slices.Sort(removed)
-	if want := []string{dead.d.ID, foreign.d.ID}; !slices.Equal(removed, slices.Sorted(slices.Values(want))) {
-		t.Errorf("PruneStale removed %v, want %s and %s", removed, dead.d.ID, foreign.d.ID)
-	}
-	for _, p := range []string{dead.d.SocketPath, dead.d.TokenPath, filepath.Join(dir, dead.d.ID+".json"), filepath.Join(dir, foreign.d.ID+".json")} {
-		if _, err := os.Lstat(p); !errors.Is(err, fs.ErrNotExist) {
-			t.Errorf("%s still there (%v)", p, err)
-		}
-	}
-	for _, p := range []string{live.d.SocketPath, live.d.TokenPath, filepath.Join(dir, live.d.ID+".json"), malformed, other.d.SocketPath, other.d.TokenPath} {
-		if _, err := os.Lstat(p); err != nil {
-			t.Errorf("%s removed: %v", p, err)
-		}
+	if slices.Sort(want); !slices.Equal(removed, want) {
+		t.Errorf("PruneStale removed %v, want %v", removed, want)
 	}
 	if removed, err := PruneStale(dir); err != nil || len(removed) != 0 {
 		t.Errorf("second PruneStale = %v, %v", removed, err)
 	}
+	return malformed
 }
 
 func TestPidAlive(t *testing.T) {
 	if !PidAlive(os.Getpid()) {
 		t.Error("own pid not alive")
-	}
-	if !PidAlive(1) {
-		t.Error("pid 1 not alive")
 	}
 	if PidAlive(deadPID(t)) {
 		t.Error("reaped child alive")
@@ -440,17 +416,6 @@ func TestPidAlive(t *testing.T) {
 		if PidAlive(pid) {
 			t.Errorf("PidAlive(%d) = true", pid)
 		}
-	}
-}
-
-func assertMode(t *testing.T, path string, want fs.FileMode) {
-	t.Helper()
-	fi, err := os.Lstat(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if got := fi.Mode() &^ (fs.ModeSetgid | fs.ModeSticky); got != want {
-		t.Errorf("%s mode = %v, want %v", path, got, want)
 	}
 }
 

@@ -2,8 +2,6 @@ package registry
 
 import (
 	"fmt"
-	"io/fs"
-	"os"
 	"path/filepath"
 	"unicode/utf8"
 )
@@ -33,12 +31,16 @@ func invalid(field, format string, args ...any) error {
 //   - name is at most MaxNameLen bytes of UTF-8 without control characters;
 //     cwd, when set, is absolute;
 //   - fleetHome is absolute and clean; socketPath and tokenPath are exactly
-//     the paths derived from it, and the socket path fits the OS limit;
+//     the paths derived from it (SocketPath, TokenPath: on Windows the
+//     socket is the pipe \\.\pipe\agents-fleet-<id>), and the socket path
+//     fits the OS limit;
 //   - the pid is alive;
-//   - the control dir is a directory (not a symlink) owned by the user with
-//     no group/other bits; the token is a regular file (not a symlink) owned
-//     by the user with no group/other bits; the socket exists, is a socket
-//     and is owned by the user.
+//   - the control dir is a directory (not a symlink) and the token a regular
+//     file (not a symlink), each owned by the user and private: no
+//     group/other bits, on Windows an access list that lets no one else in;
+//   - the socket exists, is a socket and is owned by the user; on Windows
+//     the pipe is served by the descriptor's pid and is owned by the user,
+//     and its access list lets no one else in.
 //
 // Validate does not look at HubAttach: whether to consider the fleet at all
 // is the caller's decision.
@@ -85,7 +87,7 @@ func Validate(d Descriptor) error {
 	}
 
 	dir := ControlDir(d.FleetHome)
-	fi, err := os.Lstat(dir)
+	fi, err := lstat(dir)
 	if err != nil {
 		return invalid("fleetHome", "control directory: %v", err)
 	}
@@ -96,25 +98,14 @@ func Validate(d Descriptor) error {
 		return invalid("fleetHome", "control directory %s %v", dir, err)
 	}
 
-	fi, err = os.Lstat(d.TokenPath)
+	fi, err = lstat(d.TokenPath)
 	if err != nil {
 		return invalid("tokenPath", "%v", err)
 	}
 	if err := checkPrivateFile(fi); err != nil {
 		return invalid("tokenPath", "%s %v", d.TokenPath, err)
 	}
-
-	fi, err = os.Lstat(d.SocketPath)
-	if err != nil {
-		return invalid("socketPath", "%v", err)
-	}
-	if fi.Mode().Type() != fs.ModeSocket {
-		return invalid("socketPath", "%s is a %s, not a socket", d.SocketPath, kind(fi.Mode()))
-	}
-	if err := checkOwner(fi); err != nil {
-		return invalid("socketPath", "%s is %v", d.SocketPath, err)
-	}
-	return nil
+	return checkSocket(d)
 }
 
 // checkName rejects names that would garble a listing or an approval prompt.

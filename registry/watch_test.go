@@ -7,6 +7,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/agents-fleet/fleet/internal/testdir"
 )
 
 // watchCalls runs Watch on dir in the background and counts its calls.
@@ -35,7 +37,7 @@ func waitCalls(t *testing.T, calls func() int, want int, what string) {
 
 // A change is reported when fsnotify sees it, not at the next rescan.
 func TestWatchReportsAChange(t *testing.T) {
-	dir := t.TempDir()
+	dir := testdir.New(t)
 	calls := watchCalls(t, dir, time.Hour)
 	waitCalls(t, calls, 1, "the first listing")
 	os.WriteFile(filepath.Join(dir, "x.json"), []byte("{}"), 0o600)
@@ -47,7 +49,7 @@ func TestWatchEndsWhenTold(t *testing.T) {
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		Watch(context.Background(), t.TempDir(), time.Hour, nil, func() bool { return false })
+		Watch(context.Background(), testdir.New(t), time.Hour, nil, func() bool { return false })
 	}()
 	select {
 	case <-done:
