@@ -37,6 +37,10 @@ const (
 	reasonShutdown     closeReason = "server shutdown"
 	reasonRefused      closeReason = "refused at attach"
 	reasonReadError    closeReason = "read error"
+	// reasonProbe: closed before sending a byte, as the liveness probes
+	// of fleet ls, the hub's rescans and a starting fleet's stale-socket
+	// check do (on Windows every listing probes each fleet's pipe).
+	reasonProbe closeReason = "closed before hello"
 )
 
 // handshakeWriteTimeout bounds the one error frame written to a client that
@@ -109,6 +113,10 @@ func (c *client) serve() {
 		if reason == reasonAuth || reason == reasonHelloTimeout || reason == reasonBadHello {
 			c.srv.authFail.Add(1)
 		}
+		if reason == reasonProbe {
+			c.srv.log.Debug("connection closed before hello", "client", c.id)
+			return
+		}
 		c.rejectNow(err.Error())
 		c.srv.log.Info("connection refused", "client", c.id, "reason", reason, "err", err)
 		return
@@ -156,6 +164,8 @@ func (c *client) handshake(r *protocol.Reader) (closeReason, error) {
 		case errors.Is(err, protocol.ErrFrameTooLarge):
 			c.srv.tooLarge.Add(1)
 			return reasonTooLarge, fmt.Errorf("frame exceeds %d bytes", protocol.MaxFrameSize)
+		case errors.Is(err, io.EOF):
+			return reasonProbe, errors.New("closed before hello")
 		default:
 			return reasonReadError, fmt.Errorf("read hello: %w", err)
 		}

@@ -150,7 +150,7 @@ func run(ctx context.Context, cfg Config, bot botAPI) error {
 		watchRegistry(ctx, cfg.RegistryDir, cfg.Rescan, cfg.Logger, func(s scan) bool { return h.emit(ctx, s) })
 	})
 	cfg.Logger.Info("fleet hub running", "fleetHome", cfg.FleetHome, "registry", cfg.RegistryDir,
-		"chats", cfg.AllowedChats, "verbosity", cfg.Verbosity.String(), "status", filepath.Join(dir, statusSocket))
+		"chats", cfg.AllowedChats, "verbosity", cfg.Verbosity.String(), "status", statusAddr(dir))
 	h.loop(ctx)
 	cancel()
 	wg.Wait()

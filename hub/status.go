@@ -10,7 +10,6 @@ import (
 	"log/slog"
 	"net"
 	"os"
-	"path/filepath"
 	"syscall"
 	"time"
 
@@ -18,10 +17,9 @@ import (
 	"github.com/agents-fleet/fleet/registry"
 )
 
-// The hub answers fleet hub status on <fleetHome>/hub/hub.sock (0600 in the
-// 0700 hub dir): one JSON Status per connection, then close. It carries no
-// secrets.
-const statusSocket = "hub.sock"
+// The hub answers fleet hub status on statusAddr: <fleetHome>/hub/hub.sock
+// (0600 in the 0700 hub dir), on Windows a user-only named pipe; one JSON
+// Status per connection, then close. It carries no secrets.
 
 // Status is what fleet hub status shows.
 type Status struct {
@@ -99,33 +97,26 @@ func (h *hub) publish() {
 
 func (h *hub) statusSnapshot() *Status { return h.snap.Load() }
 
-// listenStatus binds the status socket; the caller holds the hub lock, so
-// a socket file left there is a dead hub's.
+// listenStatus binds the status socket of the hub dir; the caller holds
+// the hub lock, so a socket left there is a dead hub's (controlsock.Listen
+// probes it and removes it).
 func listenStatus(dir string) (net.Listener, error) {
-	path := filepath.Join(dir, statusSocket)
-	if err := registry.CheckSocketPath(path); err != nil {
+	addr := statusAddr(dir)
+	if err := registry.CheckSocketPath(addr); err != nil {
 		return nil, err
 	}
-	if err := os.Remove(path); err != nil && !errors.Is(err, fs.ErrNotExist) {
-		return nil, fmt.Errorf("hub status socket: %w", err)
-	}
-	ln, err := net.Listen("unix", path)
+	ln, err := controlsock.Listen(addr)
 	if err != nil {
-		return nil, fmt.Errorf("hub status socket: %w", err)
-	}
-	if err := os.Chmod(path, 0o600); err != nil {
-		ln.Close()
 		return nil, fmt.Errorf("hub status socket: %w", err)
 	}
 	return ln, nil
 }
 
-// serveStatus answers each connection with the snapshot until ctx is done,
-// then removes the socket.
+// serveStatus answers each connection with the snapshot until ctx is done.
+// Closing the listener removes its socket.
 func serveStatus(ctx context.Context, ln net.Listener, snap func() *Status, log *slog.Logger) {
 	stop := context.AfterFunc(ctx, func() { ln.Close() })
 	defer stop()
-	defer os.Remove(ln.Addr().String())
 	for {
 		c, err := ln.Accept()
 		if err != nil {
@@ -145,7 +136,7 @@ var ErrNoHub = errors.New("no fleet hub is running")
 
 // QueryStatus asks the running hub of fleetHome for its status.
 func QueryStatus(ctx context.Context, fleetHome string) (*Status, error) {
-	path := filepath.Join(Dir(fleetHome), statusSocket)
+	path := statusAddr(Dir(fleetHome))
 	c, err := controlsock.Dial(ctx, path)
 	if err != nil {
 		if errors.Is(err, fs.ErrNotExist) || errors.Is(err, syscall.ENOENT) || errors.Is(err, syscall.ECONNREFUSED) {
