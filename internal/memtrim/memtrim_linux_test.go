@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/binary"
 	"os"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -99,23 +100,30 @@ func TestReleaseDropsTheExecutablesPages(t *testing.T) {
 }
 
 func TestImageMappings(t *testing.T) {
-	maps := `00400000-01245000 r-xp 00000000 fe:00 10093611                           /opt/fleet bin/fleet
+	smaps := `00400000-01245000 r-xp 00000000 fe:00 10093611                           /opt/fleet bin/fleet
+Size:              14612 kB
+Rss:               10068 kB
+Anonymous:             0 kB
 01245000-02073000 r--p 00e45000 fe:00 10093611                           /opt/fleet bin/fleet
-02073000-02167000 rw-p 01c73000 fe:00 10093611                           /opt/fleet bin/fleet
+Size:              14520 kB
+Anonymous:             0 kB
+02073000-02074000 r--p 01c73000 fe:00 10093611                           /opt/fleet bin/fleet
+Size:                  4 kB
+Anonymous:             4 kB
+02074000-02167000 rw-p 01c74000 fe:00 10093611                           /opt/fleet bin/fleet
+Anonymous:           592 kB
 02167000-0238d000 rw-p 00000000 00:00 0
 7f0000000000-7f0000001000 r--p 00000000 fe:00 42                         /opt/fleet bin/fleet2
 7f0000002000-7f0000001000 r--p 00000000 fe:00 10093611                    /opt/fleet bin/fleet
 zz-01 r--p 00000000 fe:00 10093611                                        /opt/fleet bin/fleet
 7f6a7717e000-7f6a772d4000 r-xp 00028000 fe:00 1234                        /usr/lib/x86_64-linux-gnu/libc.so.6
+Anonymous:             0 kB
 `
-	got := imageMappings(strings.NewReader(maps), "/opt/fleet bin/fleet")
+	got := imageMappings(strings.NewReader(smaps), "/opt/fleet bin/fleet")
+	// The code and constants; not a written read-only page (RELRO), data,
+	// other files or bad lines.
 	want := []mapping{{0x400000, 0x1245000}, {0x1245000, 0x2073000}}
-	if len(got) != len(want) {
-		t.Fatalf("imageMappings = %x, want %x (the code and constants, not data, other files or bad lines)", got, want)
-	}
-	for i := range want {
-		if got[i] != want[i] {
-			t.Fatalf("imageMappings = %x, want %x", got, want)
-		}
+	if !slices.Equal(got, want) {
+		t.Fatalf("imageMappings = %x, want %x", got, want)
 	}
 }
