@@ -111,6 +111,15 @@ func (s *session) lateStep(ctx context.Context) bool {
 	if s.stopped || st.State == hosts.StateLost {
 		return true
 	}
+	sl := s.p.f.slot(s.p.host, s.run)
+	sl.mu.Lock()
+	defer sl.mu.Unlock()
+	if sl.owner != s {
+		// A newer session of the run (/retry) has it: the host's run of
+		// that name is the new one's, not to be stopped, and what this
+		// one left on the stream went with the new one's start.
+		return false
+	}
 	var r wire.Reply
 	if err := s.request(ctx, wire.ControlSubject(s.p.host, s.run), wire.Control{Op: wire.OpStop}, &r); err != nil {
 		return true // not reachable yet

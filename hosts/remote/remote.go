@@ -65,6 +65,36 @@ type Fleet struct {
 
 	rootsMu sync.Mutex
 	roots   map[string]string // a base commit's repository id (gitmove.RepoID)
+
+	slotsMu sync.Mutex
+	slots   map[string]*runSlot // by host and run key
+}
+
+// runSlot says which session of a run is the current one. A worker lost
+// with its host lives on as a late session while /retry starts a new one
+// of the same run key: the run's consumer, its events on the host's
+// stream and its control subject are the current session's alone. mu
+// orders what the two do to them: the new session's claim and the late
+// one's stop never cross.
+type runSlot struct {
+	mu    sync.Mutex
+	owner *session
+}
+
+// slot is the runSlot of run on host.
+func (f *Fleet) slot(host, run string) *runSlot {
+	f.slotsMu.Lock()
+	defer f.slotsMu.Unlock()
+	if f.slots == nil {
+		f.slots = map[string]*runSlot{}
+	}
+	key := host + "/" + run
+	sl := f.slots[key]
+	if sl == nil {
+		sl = &runSlot{}
+		f.slots[key] = sl
+	}
+	return sl
 }
 
 // maxRoots bounds Fleet.roots; a full map starts again.

@@ -74,22 +74,12 @@ func (p *hostProvider) Start(ctx context.Context, spec provider.Spec, h provider
 	var nonce [6]byte
 	rand.Read(nonce[:])
 	s.claimID = run + "." + hex.EncodeToString(nonce[:])
-	if err := s.openEvents(ctx); err != nil {
-		return nil, err
-	}
 	claim := wire.Start{Claim: s.claimID, Session: envValue(spec.Env, provider.SessionEnv), Worker: spec.Agent, Provider: p.prov,
 		Model: spec.Model, ResumeID: spec.ResumeID, Instructions: spec.Instructions, Env: markers(spec.Env),
 		Repo: repo, Base: base, BaseKey: sent.Key, Branch: branch, Acked: base}
-	data, err := json.Marshal(claim)
-	if err != nil {
+	if err := s.claimRun(ctx, claim); err != nil {
 		return nil, err
 	}
-	ack, err := l.js.Publish(ctx, wire.WorkSubject(p.host), data, jetstream.WithMsgID(s.claimID))
-	if err != nil {
-		s.dropEvents()
-		return nil, fmt.Errorf("host %s: put the claim in its work queue: %w", p.host, err)
-	}
-	s.claim = ack.Sequence
 	p.f.log.Debug("remote worker: claimed", "host", p.host, "run", run, "baseSent", sent.Size, "full", sent.Full)
 	if len(spec.MCP) > 0 {
 		h.Event(provider.Note{Text: "the fleet's MCP tools are not offered to a worker on a host"})
@@ -193,6 +183,10 @@ func (p *hostProvider) Adopt(ctx context.Context, spec provider.Spec, h provider
 	if s.claimID == "" || s.base == "" || s.branch == "" {
 		return nil, fmt.Errorf("host %s: the events of %s do not say which claim they are", p.host, run)
 	}
+	sl := p.f.slot(p.host, run)
+	sl.mu.Lock()
+	sl.owner = s
+	sl.mu.Unlock()
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	tip, err := gitOut(ctx, s.mirror, "rev-parse", "--verify", "HEAD^{commit}")
 	if err != nil {
@@ -218,6 +212,31 @@ func (p *hostProvider) Adopt(ctx context.Context, spec provider.Spec, h provider
 // adoptTries bounds the looks for a run's consumer while the hub takes its
 // streams back from disk.
 const adoptTries = 20
+
+// claimRun makes s the run's current session, opens its event consumer
+// and puts claim in the host's work queue.
+func (s *session) claimRun(ctx context.Context, claim wire.Start) error {
+	data, err := json.Marshal(claim)
+	if err != nil {
+		return err
+	}
+	sl := s.p.f.slot(s.p.host, s.run)
+	sl.mu.Lock()
+	defer sl.mu.Unlock()
+	sl.owner = s
+	if err := s.openEvents(ctx); err != nil {
+		sl.owner = nil
+		return err
+	}
+	ack, err := s.l.js.Publish(ctx, wire.WorkSubject(s.p.host), data, jetstream.WithMsgID(s.claimID))
+	if err != nil {
+		sl.owner = nil
+		s.deleteEvents()
+		return fmt.Errorf("host %s: put the claim in its work queue: %w", s.p.host, err)
+	}
+	s.claim = ack.Sequence
+	return nil
+}
 
 // consumerName is the durable name of run's event consumer.
 func consumerName(run string) string { return "fleet-" + run }
@@ -249,9 +268,22 @@ func (s *session) openEvents(ctx context.Context) error {
 	return nil
 }
 
-// dropEvents deletes the run's consumer and its events: the run is over
-// and all of it was handled.
+// dropEvents deletes the run's consumer and its events, the run being over
+// and all of it handled, unless a newer session of the run has them now.
 func (s *session) dropEvents() {
+	sl := s.p.f.slot(s.p.host, s.run)
+	sl.mu.Lock()
+	defer sl.mu.Unlock()
+	if sl.owner != s {
+		return
+	}
+	sl.owner = nil
+	s.deleteEvents()
+}
+
+// deleteEvents deletes the run's consumer and its events on the host's
+// stream; the caller holds the run's slot.
+func (s *session) deleteEvents() {
 	ctx, cancel := context.WithTimeout(context.Background(), controlTimeout)
 	defer cancel()
 	stream, err := s.l.js.Stream(ctx, wire.EventStream)
