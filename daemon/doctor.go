@@ -124,18 +124,16 @@ func Doctor(ctx context.Context, home string, env []string) Report {
 	return r
 }
 
-// checkDirs reports fleet-home directories with modes that let others in.
+// checkDirs reports fleet-home directories that let others in (mode bits
+// on Unix, the access list on Windows: registry.CheckPrivateDir).
 func checkDirs(home string) []string {
 	var out []string
 	for _, d := range []string{filepath.Join(home, "control"), filepath.Join(home, "state"), config.RegistryDir(home)} {
-		fi, err := os.Stat(d)
-		if err != nil {
+		if _, err := os.Lstat(d); err != nil {
 			continue // made on first use
 		}
-		if !fi.IsDir() {
-			out = append(out, fmt.Sprintf("%s is not a directory", d))
-		} else if fi.Mode().Perm()&0o077 != 0 {
-			out = append(out, fmt.Sprintf("%s has mode %o; the fleet keeps it 0700 (chmod 700 %s)", d, fi.Mode().Perm(), d))
+		if err := registry.CheckPrivateDir(d); err != nil {
+			out = append(out, fmt.Sprintf("%s %v; the fleet keeps it private to you (%s)", d, err, privateFix(d)))
 		}
 	}
 	return slices.Clip(out)

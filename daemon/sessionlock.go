@@ -3,10 +3,10 @@ package daemon
 import (
 	"errors"
 	"fmt"
-	"os"
 	"path/filepath"
 
 	"github.com/agents-fleet/fleet/internal/lockfile"
+	"github.com/agents-fleet/fleet/registry"
 )
 
 // lockSession holds <fleetHome>/state/sessions/<id>.lock for the life of
@@ -18,7 +18,10 @@ import (
 // one session at once.
 func lockSession(home, id string) (release func(), err error) {
 	dir := filepath.Join(home, "state", "sessions")
-	if err := os.MkdirAll(dir, 0o700); err != nil {
+	if err := ensureState(home); err != nil {
+		return nil, fmt.Errorf("session lock: %w", err)
+	}
+	if err := registry.EnsurePrivateDir(dir); err != nil {
 		return nil, fmt.Errorf("session lock: %w", err)
 	}
 	l, err := lockfile.TryLock(filepath.Join(dir, id+".lock"))

@@ -8,6 +8,7 @@ import (
 
 	"github.com/agents-fleet/fleet/intel"
 	"github.com/agents-fleet/fleet/native"
+	"github.com/agents-fleet/fleet/registry"
 	"github.com/agents-fleet/fleet/store"
 )
 
@@ -24,8 +25,27 @@ var ErrNoStore = errors.New("it is made when a fleet first runs")
 
 func storePath(home string) string { return filepath.Join(home, "state", "fleet.db") }
 
+// ensureState makes <home>/state, where the stores and session locks
+// live, private to the user.
+func ensureState(home string) error { return ensureFolder(filepath.Join(home, "state")) }
+
+// ensureFolder makes a folder of the fleet home private to the user (on
+// Windows from its creation: a folder made by a store's own MkdirAll would
+// take whatever its parent passes on).
+func ensureFolder(dir string) error {
+	if err := registry.EnsurePrivateDir(dir); err != nil {
+		return fmt.Errorf("fleet home folder: %w", err)
+	}
+	return nil
+}
+
 // OpenStore opens the session store, creating it when absent.
-func OpenStore(home string) (*store.Store, error) { return store.Open(storePath(home)) }
+func OpenStore(home string) (*store.Store, error) {
+	if err := ensureState(home); err != nil {
+		return nil, err
+	}
+	return store.Open(storePath(home))
+}
 
 // OpenExistingStore opens the session store a fleet made; ErrNoStore when
 // none has yet.
@@ -37,7 +57,12 @@ func OpenExistingStore(home string) (*store.Store, error) {
 }
 
 // OpenIntel opens the intelligence store, creating it when absent.
-func OpenIntel(home string) (*intel.Store, error) { return intel.Open(intel.DefaultPath(home)) }
+func OpenIntel(home string) (*intel.Store, error) {
+	if err := ensureFolder(filepath.Dir(intel.DefaultPath(home))); err != nil {
+		return nil, err
+	}
+	return intel.Open(intel.DefaultPath(home))
+}
 
 // OpenExistingIntel opens the intelligence store a fleet made; ErrNoStore
 // when none has yet.
@@ -50,6 +75,9 @@ func OpenExistingIntel(home string) (*intel.Store, error) {
 
 // openNativeStore opens the native roots' store, creating it when absent.
 func openNativeStore(home string) (*native.Store, error) {
+	if err := ensureState(home); err != nil {
+		return nil, err
+	}
 	return native.Open(filepath.Join(home, "state", "native.db"))
 }
 

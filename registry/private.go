@@ -47,6 +47,22 @@ func EnsurePrivateDir(dir string) error {
 	return restrictDir(dir, f, fi)
 }
 
+// CheckPrivateDir reports, without changing anything, whether dir is a
+// directory only the user can use: on Unix owned by the user with mode
+// 0700 or stricter, on Windows owned by the user with an access list that
+// lets no one else in. The error follows "<dir> ", as in "… has mode 0755:
+// group and others must have no access".
+func CheckPrivateDir(dir string) error {
+	fi, err := lstat(dir)
+	if err != nil {
+		return err
+	}
+	if !fi.IsDir() {
+		return fmt.Errorf("is a %s, not a directory", kind(fi.Mode()))
+	}
+	return checkPrivate(fi)
+}
+
 // WriteToken creates a new random token (32 random bytes, hex = 64 chars) at
 // path with O_CREATE|O_EXCL and mode 0600 (on Windows: user-only from its
 // creation, see openNoFollow), and returns it. The directory is
