@@ -479,3 +479,54 @@ func processesWith(s string) []string {
 }
 
 var _ engine.Hosts = (*remote.Fleet)(nil)
+
+// A worker lost with its host lives on as a late session; when the host is
+// back and the worker is started again at once (the engine's /retry: the
+// same run), the new session is the run's: the late one neither drops its
+// events nor stops it, and the old run on the host gives way to it.
+func TestStartAgainWhileTheLateRunLingers(t *testing.T) {
+	var p *hoststest.Proxy
+	s := newSetup(t, 3*time.Second, func(addr string) string { p = hoststest.StartProxy(t, addr); return p.Addr() })
+	old := &recorder{}
+	sess := s.start(t, old)
+	marker := fmt.Sprintf("tick-%d", time.Now().UnixNano())
+	if err := sess.Send(t.Context(), provider.Turn{Text: `echo going; while true; do echo ` + marker + `; sleep 0.2; done`}); err != nil {
+		t.Fatal(err)
+	}
+	testwait.For(t, testwait.Bound, "the turn's output", func() bool { return slices.Contains(old.lines(), "going") })
+	p.Cut()
+	select {
+	case <-sess.Done():
+	case <-time.After(testwait.Bound):
+		t.Fatal("the worker was not failed")
+	}
+	sess.Close()
+
+	p.Heal()
+	testwait.For(t, testwait.Bound, "h1 up again", func() bool {
+		c, _ := s.fleet.Candidates("local", "", "")
+		return len(c) == 1
+	})
+	again := &recorder{}
+	retry := s.start(t, again)
+	if err := retry.Send(t.Context(), provider.Turn{Text: `echo again`}); err != nil {
+		t.Fatal(err)
+	}
+	if end := again.turnEnd(t, 1); end.Err != nil || end.ExitCode != 0 {
+		t.Fatalf("the new session's turn ended %+v", end)
+	}
+	if lines := again.lines(); !slices.Equal(lines, []string{"again"}) {
+		t.Fatalf("the new session printed %q", lines)
+	}
+	testwait.For(t, testwait.Bound, "the old run's processes to end", func() bool {
+		return len(processesWith(marker)) == 0
+	})
+	// The late session let go without touching the new one's run: it goes
+	// on taking turns.
+	if err := retry.Send(t.Context(), provider.Turn{Text: `echo still`}); err != nil {
+		t.Fatal(err)
+	}
+	if end := again.turnEnd(t, 2); end.Err != nil {
+		t.Fatalf("the new session's second turn ended %+v", end)
+	}
+}
