@@ -94,8 +94,10 @@ func beginSession(ctx context.Context, home string, st *store.Store, o Options, 
 	}
 	s := &session{id: saved.ID, name: saved.Name, mode: saved.Mode, restore: &loaded.State, conversationTotal: loaded.ConversationTotal, release: release}
 	// Nobody else serves the session (we hold its lock), so processes
-	// marked with it are leftovers of a killed fleet process.
-	if pids := proctree.KillMarked(provider.SessionEnv, saved.ID); len(pids) > 0 {
+	// marked with it are leftovers of a killed fleet process; but not
+	// those a worker host on this machine runs (HostEnv): the fleet takes
+	// those workers up again.
+	if pids := proctree.KillMarkedExcept(provider.SessionEnv, saved.ID, provider.HostEnv); len(pids) > 0 {
 		s.notes = append(s.notes, fmt.Sprintf("Stopped %d process(es) that tasks of the previous run left running (pid %s).", len(pids), joinInts(pids)))
 	}
 	s.history = history.Hydrate(&loaded.Window)

@@ -157,7 +157,8 @@ func (r *run) begin(ctx context.Context) error {
 	}
 	r.cache, r.store = cache, store
 	env := slices.DeleteFunc(slices.Clone(r.a.cfg.Env), func(kv string) bool { return strings.HasPrefix(kv, "AGENTS_FLEET_") })
-	spec := provider.Spec{Agent: s.Worker, Role: provider.RoleWorker, Dir: r.dir, Env: append(env, s.Env...),
+	env = append(append(env, s.Env...), provider.HostEnv+"="+r.a.cfg.Join.Name)
+	spec := provider.Spec{Agent: s.Worker, Role: provider.RoleWorker, Dir: r.dir, Env: env,
 		Model: s.Model, ResumeID: s.ResumeID, Instructions: s.Instructions}
 	sctx, cancel := context.WithTimeout(ctx, sessionStartTimeout)
 	defer cancel()

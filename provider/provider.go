@@ -313,6 +313,12 @@ type Question struct {
 // (proctree.KillMarked), and Close uses it to end detached descendants.
 const SessionEnv = "AGENTS_FLEET_SESSION"
 
+// HostEnv marks the processes a worker host (fleet join) runs for the
+// fleet with the host's name. They carry SessionEnv too, but they are the
+// host's: a fleet started again does not take them for its own leftovers,
+// even when the host runs on the fleet's machine.
+const HostEnv = "AGENTS_FLEET_HOST"
+
 // Options is a CLI provider's configuration: config.json
 // providers.<name> (path, args, env, model, permissionMode). Every field is
 // optional.

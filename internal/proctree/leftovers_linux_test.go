@@ -15,15 +15,19 @@ import (
 	"github.com/agents-fleet/fleet/internal/testwait"
 )
 
-// sessionEnv is provider.SessionEnv (proctree does not import provider).
-const sessionEnv = "AGENTS_FLEET_SESSION"
+// sessionEnv and hostEnv are provider.SessionEnv and provider.HostEnv
+// (proctree does not import provider).
+const (
+	sessionEnv = "AGENTS_FLEET_SESSION"
+	hostEnv    = "AGENTS_FLEET_HOST"
+)
 
 // startMarked starts sh -c script in a process group of its own, with the
 // session variable set to session, and reaps it in the background.
-func startMarked(t *testing.T, session, script string) *exec.Cmd {
+func startMarked(t *testing.T, session, script string, env ...string) *exec.Cmd {
 	t.Helper()
 	cmd := exec.Command("sh", "-c", script)
-	cmd.Env = append(os.Environ(), sessionEnv+"="+session)
+	cmd.Env = append(append(os.Environ(), sessionEnv+"="+session), env...)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -65,7 +69,7 @@ func TestKillMarkedSession(t *testing.T) {
 	left := startMarked(t, session, "sleep 300 & sleep 300; wait")
 	other := startMarked(t, session+"-other", "sleep 300")
 	// sh starts its children; KillMarked below says what it found.
-	testwait.Until(testwait.Bound, func() bool { return len(findMarked(sessionEnv, session)) >= 3 })
+	testwait.Until(testwait.Bound, func() bool { return len(findMarked(sessionEnv, session, "")) >= 3 })
 	// A child caught in the middle of its exec may not be read as marked
 	// (its environment is briefly unreadable); the kill is by group, so
 	// it goes with the shell all the same.
@@ -82,5 +86,24 @@ func TestKillMarkedSession(t *testing.T) {
 	}
 	if none := KillMarked(sessionEnv, ""); none != nil {
 		t.Errorf("empty session matched %v", none)
+	}
+}
+
+// TestKillMarkedExceptSparesHostRuns: a resumed fleet stops what its killed
+// process left running, not the processes a worker host on the same
+// machine runs for the same session (they carry the session's mark too,
+// and the host's).
+func TestKillMarkedExceptSparesHostRuns(t *testing.T) {
+	session := fmt.Sprintf("test-%d-%d", os.Getpid(), time.Now().UnixNano())
+	left := startMarked(t, session, "sleep 300")
+	onHost := startMarked(t, session, "sleep 300", hostEnv+"=h1")
+	testwait.Until(testwait.Bound, func() bool { return len(findMarked(sessionEnv, session, "")) >= 2 })
+	pids := KillMarkedExcept(sessionEnv, session, hostEnv)
+	if !slices.Contains(pids, left.Process.Pid) || slices.Contains(pids, onHost.Process.Pid) {
+		t.Errorf("killed %v; want %d (the leftover) and not %d (the host's)", pids, left.Process.Pid, onHost.Process.Pid)
+	}
+	testwait.For(t, testwait.Bound, "the leftover to die", func() bool { return !groupAlive(left.Process.Pid) })
+	if !groupAlive(onHost.Process.Pid) {
+		t.Error("the host's process was killed")
 	}
 }

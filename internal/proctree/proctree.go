@@ -97,7 +97,7 @@ func SweepMarked(name, value string, spare int) int {
 	found := 0
 	deadline := time.Now().Add(killBound)
 	for {
-		pids := killMarked(name, value, spare)
+		pids := killMarked(name, value, "", spare)
 		found += len(pids)
 		if len(pids) == 0 || time.Now().After(deadline) {
 			return found
@@ -108,8 +108,8 @@ func SweepMarked(name, value string, spare int) int {
 
 // Alive reports the pids of processes still carrying the tree's mark (on
 // Linux; nil elsewhere). Tests use it to check that nothing is left.
-func (t *Tree) Alive() []int { return findMarked(RunEnv, t.mark) }
+func (t *Tree) Alive() []int { return findMarked(RunEnv, t.mark, "") }
 
 // FindMarked lists this user's live processes (zombies excluded) whose
 // environment has name=value, on Linux; nil elsewhere.
-func FindMarked(name, value string) []int { return findMarked(name, value) }
+func FindMarked(name, value string) []int { return findMarked(name, value, "") }

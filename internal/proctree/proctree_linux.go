@@ -14,12 +14,17 @@ import (
 // (SIGKILL), and the process itself when it left that group. It returns
 // the pids it found. Processes that cannot be read (another user's, or
 // gone meanwhile) are skipped; zombies are not counted.
-func KillMarked(name, value string) []int { return killMarked(name, value, -1) }
+func KillMarked(name, value string) []int { return killMarked(name, value, "", -1) }
+
+// KillMarkedExcept is KillMarked sparing the marked processes whose
+// environment also sets the variable except (to any value), and their
+// process groups.
+func KillMarkedExcept(name, value, except string) []int { return killMarked(name, value, except, -1) }
 
 // killMarked is KillMarked sparing process group spare as a group (its
 // marked members are still killed one by one); -1 spares none.
-func killMarked(name, value string, spare int) []int {
-	found := findMarked(name, value)
+func killMarked(name, value, except string, spare int) []int {
+	found := findMarked(name, value, except)
 	if len(found) == 0 {
 		return nil
 	}
@@ -39,7 +44,9 @@ func killMarked(name, value string, spare int) []int {
 	return found
 }
 
-func findMarked(name, value string) []int {
+// findMarked lists the marked processes; with except != "", not those
+// whose environment sets the variable except.
+func findMarked(name, value, except string) []int {
 	if value == "" {
 		return nil
 	}
@@ -50,6 +57,10 @@ func findMarked(name, value string) []int {
 	// NAME=value entries are NUL-terminated: the mark is an entry, with the
 	// NUL that ends the one before it (none for the first entry).
 	mark := []byte("\x00" + name + "=" + value + "\x00")
+	var skip []byte
+	if except != "" {
+		skip = []byte("\x00" + except + "=")
+	}
 	self := os.Getpid()
 	uid := os.Getuid()
 	var found []int
@@ -65,6 +76,9 @@ func findMarked(name, value string) []int {
 		env, err := os.ReadFile("/proc/" + e.Name() + "/environ")
 		if err != nil || len(env) == 0 || !(bytes.HasPrefix(env, mark[1:]) || bytes.Contains(env, mark)) {
 			continue // a zombie has an empty environ
+		}
+		if skip != nil && (bytes.HasPrefix(env, skip[1:]) || bytes.Contains(env, skip)) {
+			continue
 		}
 		found = append(found, pid)
 	}

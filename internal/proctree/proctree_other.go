@@ -6,6 +6,9 @@ package proctree
 // another process's environment. Kill still ends the process group.
 func KillMarked(name, value string) []int { return nil }
 
-func killMarked(name, value string, spare int) []int { return nil }
+// KillMarkedExcept finds nothing outside Linux either (see KillMarked).
+func KillMarkedExcept(name, value, except string) []int { return nil }
 
-func findMarked(name, value string) []int { return nil }
+func killMarked(name, value, except string, spare int) []int { return nil }
+
+func findMarked(name, value, except string) []int { return nil }
