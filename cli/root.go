@@ -104,5 +104,5 @@ func usageLine(cmd *cobra.Command) string {
 
 // Main is the binary's entry point.
 func Main() {
-	os.Exit(Execute(context.Background(), os.Args[1:], os.Stdin, os.Stdout, os.Stderr))
+	exit(Execute(context.Background(), os.Args[1:], os.Stdin, os.Stdout, os.Stderr))
 }

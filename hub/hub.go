@@ -426,7 +426,8 @@ func (h *hub) allowedUser(id int64) bool {
 }
 
 // ReadBotToken reads the bot token file, which must be a regular file (not
-// a symlink) of mode 0600 owned by the user.
+// a symlink) owned by the user and private to them: mode 0600 on Unix, an
+// access list that lets no one else in on Windows.
 func ReadBotToken(path string) (string, error) {
 	if path == "" {
 		return "", errors.New("no bot token file: set telegramHub.botTokenFile in config.json or pass --bot-token-file")
@@ -435,12 +436,12 @@ func ReadBotToken(path string) (string, error) {
 	if err != nil {
 		return "", fmt.Errorf("bot token file %s: %w", path, err)
 	}
-	if fi.Mode().Perm() != 0o600 || !fi.Mode().IsRegular() {
-		return "", fmt.Errorf("bot token file %s has mode %s; it must be a regular file with mode 0600 (chmod 600 %s)", path, fi.Mode(), path)
+	if err := checkBotTokenMode(path, fi); err != nil {
+		return "", err
 	}
 	tok, err := registry.ReadToken(path)
 	if err != nil {
-		return "", fmt.Errorf("bot token file: %w", err)
+		return "", fmt.Errorf("bot token file: %w%s", err, privateFileHint(path))
 	}
 	return tok, nil
 }

@@ -46,16 +46,17 @@ type fleet struct {
 	d   descriptor
 }
 
-// startFleet starts a fleet in h and waits for its descriptor (a new one:
-// h may have had a fleet before). At the end of the test it is stopped
-// with Ctrl-C, or killed if that does not stop it.
-func (h *host) startFleet(t *testing.T) *fleet {
+// startFleet starts a fleet in h (run --control-socket --headless args...)
+// and waits for its descriptor (a new one: h may have had a fleet before).
+// At the end of the test it is stopped with Ctrl-C, or killed if that does
+// not stop it.
+func (h *host) startFleet(t *testing.T, args ...string) *fleet {
 	t.Helper()
 	old := map[string]bool{}
 	for _, d := range h.descriptors() {
 		old[d.ID] = true
 	}
-	f := &fleet{run: h.start(t, fleetExe, "run", "--control-socket", "--headless")}
+	f := &fleet{run: h.start(t, fleetExe, append([]string{"run", "--control-socket", "--headless"}, args...)...)}
 	testwait.Until(wineBound, func() bool {
 		for _, d := range h.descriptors() {
 			if !old[d.ID] {

@@ -18,7 +18,7 @@ import (
 var ErrBusy = errors.New("lock held by another process")
 
 // ErrUnsupported is returned by TryLock where files cannot be locked
-// (platforms without flock).
+// (platforms with neither flock nor LockFileEx).
 var ErrUnsupported = errors.New("file locks are not supported on this platform")
 
 // Lock is a held lock; Release gives it up.

@@ -14,7 +14,7 @@ import (
 // open file holds it.
 func TryLock(path string) (*Lock, error) {
 	for range tries {
-		f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|syscall.O_NOFOLLOW, 0o600)
+		f, err := openLockFile(path)
 		if err != nil {
 			return nil, fmt.Errorf("lock %s: %w", path, err)
 		}
@@ -54,4 +54,10 @@ func lockIfCurrent(f *os.File, path string) (bool, error) {
 	}
 	syscall.Flock(int(f.Fd()), syscall.LOCK_UN)
 	return false, nil
+}
+
+// openLockFile opens path, creating it 0600 if missing; a symlink is
+// refused.
+func openLockFile(path string) (*os.File, error) {
+	return os.OpenFile(path, os.O_RDWR|os.O_CREATE|syscall.O_NOFOLLOW, 0o600)
 }
