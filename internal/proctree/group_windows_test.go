@@ -3,6 +3,7 @@
 package proctree
 
 import (
+	"os"
 	"os/exec"
 	"strings"
 	"testing"
@@ -140,4 +141,22 @@ func TestStartGroupError(t *testing.T) {
 	if _, err := StartGroup(exec.Command(`C:\no\such\program.exe`)); err == nil {
 		t.Fatal("started a program that does not exist")
 	}
+}
+
+// A Tree started with Start ends with Kill as its Group does: the agent
+// CLI and what its tools started (agentcli starts every CLI this way).
+func TestTreeStartKillEndsGrandchildren(t *testing.T) {
+	tree := New()
+	cmd := exec.Command("cmd.exe", "/c", "cmd /c ping -n 30 127.0.0.1")
+	cmd.Env = tree.Env(os.Environ())
+	if err := tree.Start(cmd); err != nil {
+		t.Fatal(err)
+	}
+	tree.mu.Lock()
+	g := tree.g
+	tree.mu.Unlock()
+	ps := waitForPing(t, g)
+	tree.Kill(cmd)
+	waitGone(t, ps)
+	cmd.Wait()
 }

@@ -20,6 +20,7 @@ import (
 	"encoding/hex"
 	"os/exec"
 	"slices"
+	"sync"
 	"time"
 )
 
@@ -52,6 +53,9 @@ const RunEnv = "AGENTS_FLEET_RUN"
 // Tree is one agent process and its descendants.
 type Tree struct {
 	mark string
+
+	mu sync.Mutex
+	g  *Group // the Group Start made; nil before (or with Prepare)
 }
 
 // New returns a Tree with a fresh mark.
@@ -70,19 +74,40 @@ func (t *Tree) Env(env []string) []string {
 }
 
 // Prepare makes cmd the leader of a process group of its own, so a signal
-// to the group reaches what it starts in the group.
+// to the group reaches what it starts in the group. Start does more on
+// Windows; Prepare is for callers that start cmd themselves (cmd.Run).
 func (t *Tree) Prepare(cmd *exec.Cmd) { setGroup(cmd) }
+
+// Start starts cmd as the first process of the tree's Group: its process
+// group on Unix, a job object on Windows, where nothing else finds what the
+// agent started (there are no marks to read there). Kill ends the Group.
+func (t *Tree) Start(cmd *exec.Cmd) error {
+	g, err := StartGroup(cmd)
+	if err != nil {
+		return err
+	}
+	t.mu.Lock()
+	t.g = g
+	t.mu.Unlock()
+	return nil
+}
 
 // killBound is how long Kill keeps sweeping for processes that were being
 // forked while it ran.
 const killBound = 3 * time.Second
 
-// Kill ends cmd's process group and every process carrying the tree's
-// mark, sweeping until none is left or a bound passes. It returns how many
-// marked processes it found beyond the group leader. Safe to call more
-// than once, and before cmd started.
+// Kill ends cmd's process group (the Group, after Start) and every
+// process carrying the tree's mark, sweeping until none is left or a bound
+// passes. It returns how many marked processes it found beyond the group
+// leader. Safe to call more than once, and before cmd started.
 func (t *Tree) Kill(cmd *exec.Cmd) int {
-	if cmd != nil && cmd.Process != nil {
+	t.mu.Lock()
+	g := t.g
+	t.mu.Unlock()
+	switch {
+	case g != nil:
+		g.Kill()
+	case cmd != nil && cmd.Process != nil:
 		killGroup(cmd.Process.Pid)
 	}
 	return SweepMarked(RunEnv, t.mark, -1)

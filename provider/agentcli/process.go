@@ -72,7 +72,6 @@ func Start(c Command) (*Proc, error) {
 	cmd := exec.Command(c.Path, c.Args...)
 	cmd.Dir = c.Dir
 	cmd.Env = tree.Env(c.Env)
-	tree.Prepare(cmd)
 	var pipes [6]*os.File // stdin r/w, stdout r/w, stderr r/w
 	for i, name := range []string{"stdin", "stdout", "stderr"} {
 		r, w, err := os.Pipe()
@@ -83,7 +82,7 @@ func Start(c Command) (*Proc, error) {
 		pipes[2*i], pipes[2*i+1] = r, w
 	}
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = pipes[0], pipes[3], pipes[5]
-	err := cmd.Start()
+	err := tree.Start(cmd)
 	// The child has its copies; ours go, so that EOF can arrive.
 	closeFiles([]*os.File{pipes[0], pipes[3], pipes[5]})
 	if err != nil {
