@@ -188,7 +188,7 @@ func (a *app) listed(entries []registry.Entry) {
 	if a.wantDesc.ID != a.want {
 		return // never listed: nothing to follow it by
 	}
-	next, ok := successor(a.wantDesc, a.lastSeen, entries)
+	next, ok := registry.Successor(a.wantDesc, a.lastSeen, entries)
 	if !ok {
 		return
 	}
