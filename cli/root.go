@@ -42,7 +42,7 @@ fleet events, fleet send, or any program that speaks NDJSON).`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
-	root.AddCommand(newRunCmd(), newLsCmd(), newAttachCmd(), newEventsCmd(), newSendCmd(), newPendingCmd(), newAnswerCmd(), newSessionsCmd(), newWorktreesCmd(), newWorkersCmd(), newDiffCmd(), newLogCmd(), newMergeCmd(), newApplyCmd(), newPRCmd(), newIntelCmd(), newExperimentCmd(), newNativeRootCmd(), newHubCmd(), newConsoleCmd(), newDoctorCmd(), newHostsCmd(), newJoinCmd(), newVersionCmd())
+	root.AddCommand(newRunCmd(), newLsCmd(), newAttachCmd(), newEventsCmd(), newSendCmd(), newPendingCmd(), newAnswerCmd(), newSessionsCmd(), newWorktreesCmd(), newWorkersCmd(), newDiffCmd(), newLogCmd(), newMergeCmd(), newApplyCmd(), newPRCmd(), newIntelCmd(), newExperimentCmd(), newNativeRootCmd(), newHubCmd(), newConsoleCmd(), newWebCmd(), newDoctorCmd(), newHostsCmd(), newJoinCmd(), newVersionCmd())
 	argsWithUsage(root)
 	return root
 }

@@ -83,6 +83,7 @@ func Path(home string) string { return filepath.Join(home, FileName) }
 type File struct {
 	ControlSocket *bool        `json:"controlSocket,omitempty"`
 	TelegramHub   *TelegramHub `json:"telegramHub,omitempty"`
+	Web           *Web         `json:"web,omitempty"`
 	Workers       *int         `json:"workers,omitempty"`
 	Name          string       `json:"name,omitempty"`
 	// ConfirmPatterns replaces the default confirm policy: commands
@@ -330,6 +331,12 @@ var limitRanges = []struct {
 	{"sendBufferBytes", func(l Limits) *int { return l.SendBufferBytes }, 0, 16 << 20},
 	{"stallGraceMs", func(l Limits) *int { return l.StallGraceMs }, 10, 60000},
 	{"agentStallTimeoutMs", func(l Limits) *int { return l.AgentStallTimeoutMs }, 1000, 24 * 3600 * 1000},
+}
+
+// Web is the "web" object of config.json: fleet web's settings.
+type Web struct {
+	// Addr is where fleet web listens (loopback only); --addr wins.
+	Addr string `json:"addr,omitempty"`
 }
 
 // TelegramHub is the "telegramHub" object of config.json.

@@ -1,0 +1,244 @@
+// fleet web: the page. Every string from a fleet is set as text
+// (textContent, never innerHTML). Frames arrive over Server-Sent Events from
+// the server's connection to the fleet; a "reset" event starts a fresh
+// replay, so a page that reconnects shows nothing twice.
+"use strict";
+
+const MAX_LINES = 2000; // per worker transcript and for the feed
+const $ = (id) => document.getElementById(id);
+
+const st = {
+  fleet: "", es: null,
+  workers: [], selected: "",
+  transcripts: new Map(), // agent -> {lines: [], dropped: n}
+  feed: [], feedDropped: 0,
+  requests: new Map(), // id -> frame, creation order
+  gone: "",
+  commands: [],
+  history: [], histPos: 0,
+  welcome: null, state: null,
+};
+
+function el(tag, text, cls) {
+  const e = document.createElement(tag);
+  if (text !== undefined && text !== null) e.textContent = String(text);
+  if (cls) e.className = cls;
+  return e;
+}
+
+async function loadFleets() {
+  const r = await fetch("/api/fleets");
+  if (!r.ok) { flash("fleets: " + r.status); return; }
+  const { fleets, preselect } = await r.json();
+  const p = $("picker");
+  const want = new URLSearchParams(location.search).get("fleet") || preselect || st.fleet;
+  p.replaceChildren();
+  for (const f of fleets) {
+    const o = el("option", `${f.name} (${f.id}) ${f.cwd}`);
+    o.value = f.id;
+    p.append(o);
+  }
+  if (st.fleet) { p.value = st.fleet; return; }
+  const pick = fleets.find((f) => f.id === want || f.name === want) || fleets[0];
+  if (!pick) { $("conn").textContent = "no fleet is running"; return; }
+  p.value = pick.id;
+  open(pick.id);
+}
+
+function open(id) {
+  if (st.es) st.es.close();
+  st.fleet = id;
+  const u = new URL(location.href);
+  u.searchParams.set("fleet", id);
+  history.replaceState(null, "", u);
+  const es = new EventSource(`/api/fleets/${encodeURIComponent(id)}/events`);
+  st.es = es;
+  es.addEventListener("reset", reset);
+  es.addEventListener("frame", (e) => frame(JSON.parse(e.data)));
+  es.addEventListener("replayEnd", render);
+  es.addEventListener("missed", (e) => { st.feedDropped += JSON.parse(e.data).missed; });
+  es.addEventListener("conn", (e) => conn(JSON.parse(e.data)));
+  es.onerror = () => { $("conn").textContent = "reconnecting…"; $("conn").className = "conn connecting"; };
+}
+
+function reset() {
+  st.workers = []; st.transcripts = new Map(); st.feed = []; st.feedDropped = 0;
+  st.requests = new Map(); st.welcome = null; st.state = null;
+  render();
+}
+
+function conn(c) {
+  const s = $("conn");
+  s.textContent = c.state === "attached" ? "" : c.state + (c.error ? ": " + c.error : "");
+  s.className = "conn " + c.state;
+}
+
+function pushLine(list, holder, line) {
+  list.push(line);
+  if (list.length > MAX_LINES) { list.splice(0, list.length - MAX_LINES); holder.dropped = (holder.dropped || 0) + 1; }
+}
+
+function transcriptOf(agent) {
+  let t = st.transcripts.get(agent);
+  if (!t) { t = { lines: [], dropped: 0 }; st.transcripts.set(agent, t); }
+  return t;
+}
+
+function addFeed(kind, text, who) {
+  st.feed.push({ kind, text, who });
+  if (st.feed.length > MAX_LINES) { st.feedDropped += st.feed.length - MAX_LINES; st.feed.splice(0, st.feed.length - MAX_LINES); }
+}
+
+let pending = false;
+function later() { if (!pending) { pending = true; requestAnimationFrame(() => { pending = false; render(); }); } }
+
+function frame(f) {
+  switch (f.type) {
+    case "welcome": st.welcome = f; break;
+    case "commandCatalog": st.commands = (f.commands || []).map((c) => c.name); break;
+    case "hydrate":
+      for (const c of f.conversation || []) addFeed(c.role, c.text, c.agent || "");
+      for (const t of f.transcripts || []) { const h = transcriptOf(t.agent); pushLine(h.lines, h, t); }
+      for (const h of f.hub || []) addFeed("hub", `${h.from} ${h.kind}${h.to ? " → " + h.to : ""}${h.text ? ": " + h.text : ""}`, h.from);
+      break;
+    case "userMessage": addFeed("user", f.text, f.source); break;
+    case "reply": addFeed("reply", f.text, "fleet"); break;
+    case "hubEvent": addFeed("hub", `${f.from} ${f.kind}${f.to ? " → " + f.to : ""}${f.text ? ": " + f.text : ""}`, f.from); break;
+    case "transcript": { const h = transcriptOf(f.agent || "coordinator"); pushLine(h.lines, h, f); break; }
+    case "confirmRequest": case "askRequest": st.requests.set(f.id, f); break;
+    case "confirmResolved":
+      if (st.requests.has(f.id)) {
+        st.requests.delete(f.id);
+        st.gone = `${f.id} ${f.reason === "answered" || !f.reason ? "answered" : f.reason}${f.message ? ": " + f.message : ""}`;
+      }
+      break;
+    case "fleetState": st.state = f; st.workers = f.workers || []; break;
+  }
+  later();
+}
+
+function render() {
+  const w = st.welcome;
+  $("fleet-name").textContent = w ? w.sessionName || "" : "";
+  const s = st.state;
+  $("fleet-info").textContent = w ? `${w.provider || ""}/${w.model || ""} · ${s ? `${s.workerActive}/${s.workerTotal} workers · tokens ${s.sessionTokens ?? 0}` : ""}${s && s.coordinator && s.coordinator.dispatchPaused ? " · dispatch paused" : ""}` : "";
+  renderRequests();
+  renderWorkers();
+  renderTranscript();
+  renderFeed();
+}
+
+function renderRequests() {
+  const n = st.requests.size;
+  document.title = n ? `(${n}) fleet` : "fleet";
+  $("badge").hidden = n === 0;
+  $("badge").textContent = String(n);
+  $("req-count").textContent = n ? `${n} waiting` : "none waiting";
+  $("req-gone").textContent = st.gone;
+  const list = $("req-list");
+  list.replaceChildren();
+  for (const r of st.requests.values()) {
+    const d = el("div", null, "req");
+    d.dataset.id = r.id;
+    if (r.type === "confirmRequest") {
+      d.append(el("div", `confirm ${r.id}`, "dim"), el("pre", r.summary));
+      const yes = el("button", "Approve"), no = el("button", "Deny");
+      yes.onclick = () => answer({ type: "confirmResponse", id: r.id, approve: true });
+      no.onclick = () => answer({ type: "confirmResponse", id: r.id, approve: false });
+      d.append(yes, no);
+    } else {
+      d.append(el("div", `ask ${r.id}`, "dim"), el("pre", r.question));
+      for (const c of r.choices || []) {
+        const b = el("button", c.label);
+        b.onclick = () => answer({ type: "askResponse", id: r.id, text: c.value });
+        d.append(b);
+      }
+      if (r.allowFreeform !== false || !(r.choices || []).length) {
+        const f = el("form");
+        const i = el("input");
+        i.placeholder = "answer";
+        f.append(i, el("button", "Answer"));
+        f.onsubmit = (e) => { e.preventDefault(); answer({ type: "askResponse", id: r.id, text: i.value }); };
+        d.append(f);
+      }
+    }
+    list.append(d);
+  }
+}
+
+function renderWorkers() {
+  const tb = $("workers").tBodies[0];
+  tb.replaceChildren();
+  for (const w of st.workers) {
+    const g = w.git || {};
+    const tr = el("tr");
+    tr.dataset.id = w.id;
+    if (w.id === st.selected) tr.className = "selected";
+    for (const v of [w.name || w.id, w.status, w.taskId || "", w.host || "", g.branch || "", w.toolUseCount ?? 0, w.tokenCount ?? 0, w.activity || ""]) tr.append(el("td", v));
+    tr.onclick = () => { st.selected = w.id; render(); };
+    tb.append(tr);
+  }
+}
+
+function renderTranscript() {
+  const pane = $("transcript-pane");
+  pane.hidden = !st.selected;
+  if (!st.selected) return;
+  $("transcript-of").textContent = st.selected;
+  const t = st.transcripts.get(st.selected) || { lines: [], dropped: 0 };
+  $("transcript-missed").textContent = t.dropped ? `${t.dropped} older lines not shown` : "";
+  const box = $("transcript");
+  box.replaceChildren(...t.lines.map((l) => el("div", l.text, "line " + (l.role || ""))));
+  box.scrollTop = box.scrollHeight;
+}
+
+function renderFeed() {
+  $("missed").textContent = st.feedDropped ? `${st.feedDropped} older entries not shown` : "";
+  const box = $("feed");
+  box.replaceChildren(...st.feed.map((e) => el("div", (e.who ? e.who + ": " : "") + e.text, "line " + e.kind)));
+  box.scrollTop = box.scrollHeight;
+}
+
+async function post(frame) {
+  const r = await fetch(`/api/fleets/${encodeURIComponent(st.fleet)}/send`, {
+    method: "POST", headers: { "Content-Type": "application/json" }, body: JSON.stringify(frame),
+  });
+  const body = await r.json().catch(() => ({}));
+  if (!r.ok) flash(body.error || `error ${r.status}`);
+  return r.ok;
+}
+
+function answer(frame) { post(frame); }
+
+function flash(text) { $("flash").textContent = text; }
+
+$("prompt-form").onsubmit = async (e) => {
+  e.preventDefault();
+  const i = $("prompt");
+  const text = i.value;
+  if (!text.trim() || !st.fleet) return;
+  if (await post({ type: "prompt", text })) {
+    st.history.push(text); st.histPos = st.history.length; i.value = ""; $("complete").textContent = "";
+  }
+};
+
+$("prompt").onkeydown = (e) => {
+  const i = e.target;
+  if (e.key === "Tab" && i.value.startsWith("/")) {
+    e.preventDefault();
+    const word = i.value.split(/\s/)[0];
+    const m = st.commands.filter((c) => ("/" + c).startsWith(word) || c.startsWith(word));
+    if (m.length === 1) i.value = (m[0].startsWith("/") ? m[0] : "/" + m[0]) + " ";
+    $("complete").textContent = m.join("  ");
+  } else if (e.key === "ArrowUp" && st.histPos > 0) {
+    e.preventDefault(); i.value = st.history[--st.histPos];
+  } else if (e.key === "ArrowDown" && st.histPos < st.history.length) {
+    e.preventDefault(); st.histPos++; i.value = st.history[st.histPos] || "";
+  }
+};
+
+$("transcript-close").onclick = () => { st.selected = ""; render(); };
+$("picker").onchange = (e) => { reset(); open(e.target.value); };
+
+loadFleets();
+setInterval(loadFleets, 3000);
