@@ -89,6 +89,8 @@ function addFeed(kind, text, who) {
   if (st.feed.length > MAX_LINES) { st.feedDropped += st.feed.length - MAX_LINES; st.feed.splice(0, st.feed.length - MAX_LINES); }
 }
 
+function hubText(h) { return `${h.from} ${h.kind}${h.to ? " → " + h.to : ""}${h.text ? ": " + h.text : ""}`; }
+
 let pending = false;
 function later() { if (!pending) { pending = true; requestAnimationFrame(() => { pending = false; render(); }); } }
 
@@ -99,11 +101,11 @@ function frame(f) {
     case "hydrate":
       for (const c of f.conversation || []) addFeed(c.role, c.text, c.agent || "");
       for (const t of f.transcripts || []) { const h = transcriptOf(t.agent); pushLine(h.lines, h, t); }
-      for (const h of f.hub || []) addFeed("hub", `${h.from} ${h.kind}${h.to ? " → " + h.to : ""}${h.text ? ": " + h.text : ""}`, h.from);
+      for (const h of f.hub || []) addFeed("hub", hubText(h), "");
       break;
     case "userMessage": addFeed("user", f.text, f.source); break;
     case "reply": addFeed("reply", f.text, "fleet"); break;
-    case "hubEvent": addFeed("hub", `${f.from} ${f.kind}${f.to ? " → " + f.to : ""}${f.text ? ": " + f.text : ""}`, f.from); break;
+    case "hubEvent": addFeed("hub", hubText(f), ""); break;
     case "transcript": { const h = transcriptOf(f.agent || "coordinator"); pushLine(h.lines, h, f); break; }
     case "confirmRequest": case "askRequest": st.requests.set(f.id, f); break;
     case "confirmResolved":
@@ -121,7 +123,7 @@ function render() {
   const w = st.welcome;
   $("fleet-name").textContent = w ? w.sessionName || "" : "";
   const s = st.state;
-  $("fleet-info").textContent = w ? `${w.provider || ""}/${w.model || ""} · ${s ? `${s.workerActive}/${s.workerTotal} workers · tokens ${s.sessionTokens ?? 0}` : ""}${s && s.coordinator && s.coordinator.dispatchPaused ? " · dispatch paused" : ""}` : "";
+  $("fleet-info").textContent = w ? `${[w.provider, w.model].filter(Boolean).join("/")} · ${s ? `${s.workerActive}/${s.workerTotal} workers · tokens ${s.sessionTokens ?? 0}` : ""}${s && s.coordinator && s.coordinator.dispatchPaused ? " · dispatch paused" : ""}` : "";
   renderRequests();
   renderWorkers();
   renderTranscript();
