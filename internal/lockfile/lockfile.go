@@ -11,7 +11,9 @@ package lockfile
 
 import (
 	"errors"
+	"fmt"
 	"os"
+	"time"
 )
 
 // ErrBusy is returned by TryLock when another open file holds the lock.
@@ -45,3 +47,39 @@ func (l *Lock) Release() {
 // tries bounds TryLock's retries when the file it locked was deleted or
 // replaced meanwhile (each retry means a holder released it just then).
 const tries = 8
+
+// errNamePending is openLockFile's error for a lock file that a holder
+// deleted and someone still has open, on a system that keeps the name
+// until then: TryLock waits a little for it to go.
+var errNamePending = errors.New("the lock file is deleted but still open")
+
+// TryLock takes an exclusive lock on path (created private to the user if
+// missing; a symbolic link is refused) without waiting. It returns ErrBusy
+// when another open file holds it.
+func TryLock(path string) (*Lock, error) {
+	var pending error
+	for range tries {
+		f, err := openLockFile(path)
+		if errors.Is(err, errNamePending) {
+			pending = err
+			time.Sleep(20 * time.Millisecond)
+			continue
+		}
+		if err != nil {
+			return nil, fmt.Errorf("lock %s: %w", path, err)
+		}
+		current, err := lockIfCurrent(f, path)
+		if err != nil {
+			f.Close()
+			return nil, err
+		}
+		if current {
+			return &Lock{path: path, f: f}, nil
+		}
+		f.Close() // released and deleted (or replaced) under us: again
+	}
+	if pending != nil {
+		return nil, fmt.Errorf("lock %s: %w", path, pending)
+	}
+	return nil, fmt.Errorf("lock %s: the file keeps being replaced", path)
+}

@@ -2,5 +2,11 @@
 
 package lockfile
 
-// TryLock: there is no flock here; callers fall back (see ErrUnsupported).
-func TryLock(path string) (*Lock, error) { return nil, ErrUnsupported }
+import "os"
+
+// There is no file lock here: TryLock fails with ErrUnsupported and
+// callers fall back (see ErrUnsupported).
+
+func openLockFile(string) (*os.File, error) { return nil, ErrUnsupported }
+
+func lockIfCurrent(*os.File, string) (bool, error) { return false, ErrUnsupported }

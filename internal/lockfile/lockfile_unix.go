@@ -9,28 +9,6 @@ import (
 	"syscall"
 )
 
-// TryLock takes an exclusive lock on path (created 0600 if missing; a
-// symlink is refused) without waiting. It returns ErrBusy when another
-// open file holds it.
-func TryLock(path string) (*Lock, error) {
-	for range tries {
-		f, err := openLockFile(path)
-		if err != nil {
-			return nil, fmt.Errorf("lock %s: %w", path, err)
-		}
-		current, err := lockIfCurrent(f, path)
-		if err != nil {
-			f.Close()
-			return nil, err
-		}
-		if current {
-			return &Lock{path: path, f: f}, nil
-		}
-		f.Close() // released and deleted (or replaced) under us: again
-	}
-	return nil, fmt.Errorf("lock %s: the file keeps being replaced", path)
-}
-
 // lockIfCurrent flocks f, which was opened from path, and reports whether
 // path still names f's file once the lock is held. If it does not, the
 // lock is worthless and is dropped.

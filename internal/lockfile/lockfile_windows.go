@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"time"
 	"unsafe"
 
 	"golang.org/x/sys/windows"
@@ -12,46 +11,14 @@ import (
 	"github.com/agents-fleet/fleet/internal/winsec"
 )
 
-// TryLock takes an exclusive lock on path (created user-only if missing; a
-// symbolic link or other reparse point is refused) without waiting. It
-// returns ErrBusy when another open file holds it. The lock is LockFileEx
-// on the file's first byte, which Windows drops when the holder's handle
-// closes or its process dies.
-func TryLock(path string) (*Lock, error) {
-	var pending error
-	for range tries {
-		f, err := openLockFile(path)
-		if errors.Is(err, windows.ERROR_ACCESS_DENIED) {
-			// A holder's Release deleted the file and some handle to it is
-			// still open: the name is taken until the last one closes
-			// (delete pending, when the file system does not remove the
-			// name at once).
-			pending = err
-			time.Sleep(20 * time.Millisecond)
-			continue
-		}
-		if err != nil {
-			return nil, fmt.Errorf("lock %s: %w", path, err)
-		}
-		current, err := lockIfCurrent(f, path)
-		if err != nil {
-			f.Close()
-			return nil, err
-		}
-		if current {
-			return &Lock{path: path, f: f}, nil
-		}
-		f.Close() // released and deleted (or replaced) under us: again
-	}
-	if pending != nil {
-		return nil, fmt.Errorf("lock %s: %w (the file stays deleted but open)", path, pending)
-	}
-	return nil, fmt.Errorf("lock %s: the file keeps being replaced", path)
-}
-
-// openLockFile opens path, creating it user-only (winsec) if missing. It is
-// shared for deleting, so that Release can delete it while it is held and
-// a taker can have it open meanwhile.
+// openLockFile opens path, creating it user-only (winsec) if missing; a
+// symbolic link or other reparse point is refused. It is shared for
+// deleting, so that Release can delete it while it is held and a taker can
+// have it open meanwhile. The lock is LockFileEx on the file's first byte,
+// which Windows drops when the holder's handle closes or its process dies.
+// A name that is still there but deleted (a holder's Release, while some
+// handle to it is open, on a file system without POSIX deletes) is
+// errNamePending: it goes once the last handle closes.
 func openLockFile(path string) (*os.File, error) {
 	sa, err := winsec.SecurityAttributes(false)
 	if err != nil {
@@ -64,6 +31,9 @@ func openLockFile(path string) (*os.File, error) {
 	h, err := windows.CreateFile(p, windows.GENERIC_READ|windows.GENERIC_WRITE,
 		windows.FILE_SHARE_READ|windows.FILE_SHARE_WRITE|windows.FILE_SHARE_DELETE, sa,
 		windows.OPEN_ALWAYS, windows.FILE_ATTRIBUTE_NORMAL|windows.FILE_FLAG_OPEN_REPARSE_POINT, 0)
+	if errors.Is(err, windows.ERROR_ACCESS_DENIED) {
+		return nil, fmt.Errorf("%w: %w", errNamePending, err)
+	}
 	if err != nil {
 		return nil, err
 	}
