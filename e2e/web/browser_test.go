@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/chromedp/chromedp"
+	"github.com/chromedp/chromedp/kb"
 
 	"github.com/agents-fleet/fleet/client"
 	"github.com/agents-fleet/fleet/protocol"
@@ -215,6 +216,44 @@ func TestBrowserPromptAskAndHostileText(t *testing.T) {
 	}
 	waitText(ctx, t, "#feed", "Queued t1: echo from-the-browser")
 	waitText(ctx, t, "#workers", "w1")
+	waitText(ctx, t, "#tasks", "echo from-the-browser")
+	waitText(ctx, t, "#task-counts", "1 done")
+
+	// The feed filtered to tool calls: the command's output, not the reply.
+	if _, err := chromedp.Run(ctx, chromedp.Evaluate[bool](`(() => { const s = document.getElementById("feed-kind"); s.value = "toolCall"; s.dispatchEvent(new Event("change")); return true })()`)); err != nil {
+		t.Fatal(err)
+	}
+	waitText(ctx, t, "#feed", "w1 shell: from-the-browser")
+	if feed, err := chromedp.Run(ctx, chromedp.Evaluate[string](`document.getElementById("feed").textContent`)); err != nil || strings.Contains(feed, "Queued") {
+		t.Fatalf("the feed filtered to tool calls shows %q (%v)", feed, err)
+	}
+	if _, err := chromedp.Run(ctx, chromedp.Evaluate[bool](`(() => { const s = document.getElementById("feed-kind"); s.value = ""; s.dispatchEvent(new Event("change")); return true })()`)); err != nil {
+		t.Fatal(err)
+	}
+
+	// ? lists the keyboard shortcuts.
+	if _, err := chromedp.Run(ctx, chromedp.Evaluate[bool](`document.activeElement.blur() || true`)); err != nil {
+		t.Fatal(err)
+	}
+	if err := chromedp.Do(ctx, chromedp.KeyEvent("?"), chromedp.WaitVisible(chromedp.ID("help"))); err != nil {
+		t.Fatal(err)
+	}
+	waitText(ctx, t, "#help", "type a prompt")
+	screenshot(ctx, t, "help.png")
+	if err := chromedp.Do(ctx, chromedp.KeyEvent(kb.Escape), chromedp.WaitNotVisible(chromedp.ID("help"))); err != nil {
+		t.Fatal(err)
+	}
+
+	// While the tab is in the background, a new request is notified once
+	// (the Notification API is stood in for, with permission granted: the
+	// page's decision is what is tested).
+	if _, err := chromedp.Run(ctx, chromedp.Evaluate[bool](`(() => {
+		window.__notes = [];
+		Object.defineProperty(document, "hidden", { configurable: true, get: () => true });
+		window.Notification = class { constructor(title, o) { window.__notes.push(title + " | " + o.body); } static get permission() { return "granted"; } close() {} };
+		return true })()`)); err != nil {
+		t.Fatal(err)
+	}
 
 	// An ask: one button per choice, labelled; a second console sees it
 	// resolved once the page answers; the tab's title counts it meanwhile.
@@ -243,6 +282,9 @@ func TestBrowserPromptAskAndHostileText(t *testing.T) {
 	screenshot(ctx, t, "request.png")
 	if title, err := chromedp.Run(ctx, chromedp.Title()); err != nil || !strings.HasPrefix(title, "(1)") {
 		t.Fatalf("title %q (%v); want it to count the waiting request", title, err)
+	}
+	if notes, err := chromedp.Run(ctx, chromedp.Evaluate[[]string](`window.__notes`)); err != nil || len(notes) != 1 || !strings.Contains(notes[0], "Which env?") {
+		t.Fatalf("notifications %q (%v); want one, for the ask", notes, err)
 	}
 	if err := chromedp.Do(ctx, chromedp.Click(chromedp.Search(`//div[@id="req-list"]//button[text()="staging"]`))); err != nil {
 		t.Fatal(err)

@@ -17,6 +17,9 @@ const st = {
   commands: [],
   history: [], histPos: 0,
   welcome: null, state: null,
+  replaying: true, // between reset and replayEnd: requests then are not new
+  notified: new Set(),
+  feedKind: "", feedWho: "",
 };
 
 function el(tag, text, cls) {
@@ -55,7 +58,7 @@ function open(id) {
   st.es = es;
   es.addEventListener("reset", reset);
   es.addEventListener("frame", (e) => frame(JSON.parse(e.data)));
-  es.addEventListener("replayEnd", render);
+  es.addEventListener("replayEnd", () => { st.replaying = false; render(); });
   es.addEventListener("missed", (e) => { st.feedDropped += JSON.parse(e.data).missed; });
   es.addEventListener("conn", (e) => conn(JSON.parse(e.data)));
   es.onerror = () => { $("conn").textContent = "reconnecting…"; $("conn").className = "conn connecting"; };
@@ -63,7 +66,7 @@ function open(id) {
 
 function reset() {
   st.workers = []; st.transcripts = new Map(); st.feed = []; st.feedDropped = 0;
-  st.requests = new Map(); st.welcome = null; st.state = null;
+  st.requests = new Map(); st.welcome = null; st.state = null; st.replaying = true;
   render();
 }
 
@@ -84,6 +87,8 @@ function transcriptOf(agent) {
   return t;
 }
 
+// addFeed adds an entry: kind is user, reply, assistant… (the
+// conversation), hub, toolCall or fileChange; who is the agent it is of.
 function addFeed(kind, text, who) {
   st.feed.push({ kind, text, who });
   if (st.feed.length > MAX_LINES) { st.feedDropped += st.feed.length - MAX_LINES; st.feed.splice(0, st.feed.length - MAX_LINES); }
@@ -101,13 +106,24 @@ function frame(f) {
     case "hydrate":
       for (const c of f.conversation || []) addFeed(c.role, c.text, c.agent || "");
       for (const t of f.transcripts || []) { const h = transcriptOf(t.agent); pushLine(h.lines, h, t); }
-      for (const h of f.hub || []) addFeed("hub", hubText(h), "");
+      for (const h of f.hub || []) addFeed("hub", hubText(h), h.from);
       break;
     case "userMessage": addFeed("user", f.text, f.source); break;
     case "reply": addFeed("reply", f.text, "fleet"); break;
-    case "hubEvent": addFeed("hub", hubText(f), ""); break;
+    case "hubEvent": addFeed("hub", hubText(f), f.from); break;
+    case "toolCall":
+      if (f.phase === "complete" || f.phase === "error") {
+        addFeed("toolCall", `${f.agent} ${f.tool}${f.isError ? " (error)" : ""}: ${firstLine(f.result || f.detail || "")}`, f.agent);
+      }
+      break;
+    case "fileChange":
+      for (const c of f.changes || []) addFeed("fileChange", `${c.agent} ${c.changeType} ${c.path}`, c.agent);
+      break;
     case "transcript": { const h = transcriptOf(f.agent || "coordinator"); pushLine(h.lines, h, f); break; }
-    case "confirmRequest": case "askRequest": st.requests.set(f.id, f); break;
+    case "confirmRequest": case "askRequest":
+      st.requests.set(f.id, f);
+      if (!st.replaying) notify(f);
+      break;
     case "confirmResolved":
       if (st.requests.has(f.id)) {
         st.requests.delete(f.id);
@@ -119,6 +135,24 @@ function frame(f) {
   later();
 }
 
+function firstLine(s) { const i = s.indexOf("\n"); return i < 0 ? s : s.slice(0, i) + " …"; }
+
+// notify shows a browser notification for a new request while the tab is
+// in the background, once per request; a click brings the tab and the
+// request into view.
+function notify(r) {
+  if (!document.hidden || st.notified.has(r.id) || !("Notification" in window) || Notification.permission !== "granted") return;
+  st.notified.add(r.id);
+  const n = new Notification(`${st.welcome ? st.welcome.sessionName : "fleet"}: ${r.type === "confirmRequest" ? "approve?" : "a question"}`,
+    { body: r.summary || r.question || "", tag: r.id });
+  n.onclick = () => { window.focus(); focusRequest(r.id); n.close(); };
+}
+
+function focusRequest(id) {
+  const d = id ? document.querySelector(`.req[data-id="${CSS.escape(id)}"]`) : document.querySelector(".req");
+  if (d) { d.scrollIntoView({ block: "center" }); const b = d.querySelector("button,input"); if (b) b.focus(); }
+}
+
 function render() {
   const w = st.welcome;
   $("fleet-name").textContent = w ? w.sessionName || "" : "";
@@ -127,7 +161,20 @@ function render() {
   renderRequests();
   renderWorkers();
   renderTranscript();
+  renderTasks();
   renderFeed();
+}
+
+function renderTasks() {
+  const t = (st.state && st.state.tasks) || { items: [] };
+  $("task-counts").textContent = st.state ? `${t.total ?? 0} tasks · ${t.done ?? 0} done · ${t.running ?? 0} running · ${t.pending ?? 0} pending · ${t.blocked ?? 0} blocked` : "";
+  const tb = $("tasks").tBodies[0];
+  tb.replaceChildren();
+  for (const i of t.items || []) {
+    const tr = el("tr");
+    for (const v of [i.id, i.status, i.owner || "", i.subject, i.waitReason || ""]) tr.append(el("td", v));
+    tb.append(tr);
+  }
 }
 
 function renderRequests() {
@@ -194,10 +241,22 @@ function renderTranscript() {
   box.scrollTop = box.scrollHeight;
 }
 
+const conversation = new Set(["user", "reply", "assistant", "system", "tool"]);
+
 function renderFeed() {
   $("missed").textContent = st.feedDropped ? `${st.feedDropped} older entries not shown` : "";
+  const who = $("feed-who");
+  const agents = [...new Set(st.feed.map((e) => e.who).filter((w) => w && w !== "fleet"))].sort();
+  if (who.options.length !== agents.length + 1) {
+    who.replaceChildren(el("option", "every worker"), ...agents.map((a) => el("option", a)));
+    who.options[0].value = "";
+    who.value = agents.includes(st.feedWho) ? st.feedWho : "";
+  }
+  const shown = st.feed.filter((e) =>
+    (!st.feedKind || e.kind === st.feedKind || (st.feedKind === "conversation" && conversation.has(e.kind))) &&
+    (!st.feedWho || e.who === st.feedWho));
   const box = $("feed");
-  box.replaceChildren(...st.feed.map((e) => el("div", (e.who ? e.who + ": " : "") + e.text, "line " + e.kind)));
+  box.replaceChildren(...shown.map((e) => el("div", (e.kind === "user" || e.kind === "reply") && e.who ? e.who + ": " + e.text : e.text, "line " + e.kind)));
   box.scrollTop = box.scrollHeight;
 }
 
@@ -240,6 +299,29 @@ $("prompt").onkeydown = (e) => {
 };
 
 $("transcript-close").onclick = () => { st.selected = ""; render(); };
+$("feed-kind").onchange = (e) => { st.feedKind = e.target.value; render(); };
+$("feed-who").onchange = (e) => { st.feedWho = e.target.value; render(); };
+$("help-button").onclick = () => { $("help").hidden = !$("help").hidden; };
+$("notify").onclick = async () => {
+  if (!("Notification" in window)) { flash("this browser has no notifications"); return; }
+  const p = await Notification.requestPermission();
+  flash(p === "granted" ? "you will be notified of requests while this tab is in the background" : "notifications: " + p);
+};
+
+document.addEventListener("keydown", (e) => {
+  const typing = e.target instanceof HTMLInputElement || e.target instanceof HTMLSelectElement;
+  if (e.key === "Escape") {
+    if (!$("help").hidden) $("help").hidden = true;
+    else if (typing) e.target.blur();
+    else if (st.selected) { st.selected = ""; render(); }
+    return;
+  }
+  if (typing || e.ctrlKey || e.metaKey || e.altKey) return;
+  if (e.key === "?") { $("help").hidden = !$("help").hidden; }
+  else if (e.key === "/") { e.preventDefault(); $("prompt").focus(); }
+  else if (e.key === "r") { focusRequest(""); }
+  else if (/^[1-9]$/.test(e.key)) { const w = st.workers[Number(e.key) - 1]; if (w) { st.selected = w.id; render(); } }
+});
 $("picker").onchange = (e) => { reset(); open(e.target.value); };
 
 loadFleets();
