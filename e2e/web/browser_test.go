@@ -219,6 +219,12 @@ func TestBrowserPromptAskAndHostileText(t *testing.T) {
 	waitText(ctx, t, "#tasks", "echo from-the-browser")
 	waitText(ctx, t, "#task-counts", "1 done")
 
+	// The timeline draws a bar for the worker, from fleetAnalytics.
+	waitText(ctx, t, "#timeline", "w1")
+	if bars, err := chromedp.Run(ctx, chromedp.Evaluate[int](`document.querySelectorAll("#timeline svg rect.bar").length`)); err != nil || bars != 1 {
+		t.Fatalf("the timeline has %d bars (%v); want one, for w1", bars, err)
+	}
+
 	// The feed filtered to tool calls: the command's output, not the reply.
 	if _, err := chromedp.Run(ctx, chromedp.Evaluate[bool](`(() => { const s = document.getElementById("feed-kind"); s.value = "toolCall"; s.dispatchEvent(new Event("change")); return true })()`)); err != nil {
 		t.Fatal(err)

@@ -17,6 +17,7 @@ const st = {
   commands: [],
   history: [], histPos: 0,
   welcome: null, state: null,
+  timeline: [], timelineAt: 0,
   replaying: true, // between reset and replayEnd: requests then are not new
   notified: new Set(),
   feedKind: "", feedWho: "",
@@ -66,7 +67,7 @@ function open(id) {
 
 function reset() {
   st.workers = []; st.transcripts = new Map(); st.feed = []; st.feedDropped = 0;
-  st.requests = new Map(); st.welcome = null; st.state = null; st.replaying = true;
+  st.requests = new Map(); st.welcome = null; st.state = null; st.replaying = true; st.timeline = [];
   render();
 }
 
@@ -131,6 +132,7 @@ function frame(f) {
       }
       break;
     case "fleetState": st.state = f; st.workers = f.workers || []; break;
+    case "fleetAnalytics": st.timeline = f.workerTimeline || []; st.timelineAt = f.ts || Date.now(); break;
   }
   later();
 }
@@ -162,7 +164,41 @@ function render() {
   renderWorkers();
   renderTranscript();
   renderTasks();
+  renderTimeline();
   renderFeed();
+}
+
+const SVG = "http://www.w3.org/2000/svg";
+function svg(tag, attrs, text) {
+  const e = document.createElementNS(SVG, tag);
+  for (const [k, v] of Object.entries(attrs || {})) e.setAttribute(k, String(v));
+  if (text !== undefined) e.textContent = String(text);
+  return e;
+}
+
+// renderTimeline draws fleetAnalytics' workerTimeline as a Gantt chart: a
+// row per worker, a bar from its start to its end (or to now).
+function renderTimeline() {
+  const box = $("timeline");
+  const rows = (st.timeline || []).slice(-50);
+  if (!rows.length) { box.replaceChildren(el("div", "no workers yet", "dim")); return; }
+  const now = st.timelineAt || Date.now();
+  const t0 = Math.min(...rows.map((r) => r.startedAt || now));
+  const t1 = Math.max(now, ...rows.map((r) => r.completedAt || now));
+  const span = Math.max(t1 - t0, 1);
+  const W = 1000, label = 120, rowH = 18;
+  const g = svg("svg", { viewBox: `0 0 ${W} ${rows.length * rowH + 20}`, role: "img", "aria-label": "worker timeline" });
+  rows.forEach((r, i) => {
+    const y = i * rowH;
+    const x = label + ((r.startedAt || now) - t0) / span * (W - label - 10);
+    const w = Math.max(((r.completedAt || now) - (r.startedAt || now)) / span * (W - label - 10), 2);
+    g.append(svg("text", { x: 0, y: y + 13 }, r.name || r.id));
+    const bar = svg("rect", { x, y: y + 3, width: w, height: rowH - 6, rx: 3, class: "bar " + (r.status || "") });
+    bar.append(svg("title", {}, `${r.name || r.id} ${r.status} · ${Math.round(((r.completedAt || now) - (r.startedAt || now)) / 100) / 10} s · ${r.toolUseCount ?? 0} tools · ${r.tokenCount ?? 0} tokens`));
+    g.append(bar);
+  });
+  g.append(svg("text", { x: label, y: rows.length * rowH + 15, class: "dim" }, `${Math.round(span / 100) / 10} s`));
+  box.replaceChildren(g);
 }
 
 function renderTasks() {
