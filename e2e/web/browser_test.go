@@ -130,7 +130,7 @@ func start(t *testing.T, home, dir string, args ...string) *proc {
 
 // setup runs a fleet (local provider, in a folder that is not a git
 // repository) and fleet web, and opens a browser on the URL it printed.
-func setup(t *testing.T) (ctx context.Context, url string, fleet registry.Descriptor, home string) {
+func setup(t *testing.T, gitRepo bool) (ctx context.Context, url string, fleet registry.Descriptor, home string) {
 	t.Helper()
 	browser := browserPath(t)
 	home, err := os.MkdirTemp("", "fw")
@@ -139,6 +139,15 @@ func setup(t *testing.T) (ctx context.Context, url string, fleet registry.Descri
 	}
 	t.Cleanup(func() { os.RemoveAll(home) })
 	cwd := t.TempDir()
+	if gitRepo {
+		os.WriteFile(filepath.Join(cwd, "README"), []byte("hello\n"), 0o644)
+		for _, args := range [][]string{{"init", "-q", "-b", "main"}, {"add", "README"},
+			{"-c", "user.name=t", "-c", "user.email=t@example.test", "commit", "-q", "-m", "start"}} {
+			if out, err := exec.Command("git", append([]string{"-C", cwd}, args...)...).CombinedOutput(); err != nil {
+				t.Fatalf("git %v: %v\n%s", args, err, out)
+			}
+		}
+	}
 	start(t, home, cwd, "run", "--control-socket", "--headless", "--name", "webfleet")
 	regDir := filepath.Join(home, "sockets")
 	deadline := time.Now().Add(bound)
@@ -190,7 +199,7 @@ func waitText(ctx context.Context, t *testing.T, sel, want string) {
 }
 
 func TestBrowserPromptAskAndHostileText(t *testing.T) {
-	ctx, url, fleet, home := setup(t)
+	ctx, url, fleet, home := setup(t, false)
 
 	// The token is traded for a cookie; the page's URL no longer has it,
 	// and the page's script cannot read the cookie.
@@ -344,4 +353,36 @@ func screenshot(ctx context.Context, t *testing.T, name string) {
 	if err != nil {
 		t.Errorf("screenshot %s: %v", name, err)
 	}
+}
+
+// TestBrowserDiffAndMerge: in a git repository, a worker's diff opens from
+// its row (per file, added lines marked), and merge, confirmed on the page,
+// lands it.
+func TestBrowserDiffAndMerge(t *testing.T) {
+	ctx, url, _, _ := setup(t, true)
+	if err := chromedp.Do(ctx, chromedp.EmulateViewport(1200, 800), chromedp.Navigate(url), chromedp.WaitVisible(chromedp.ID("prompt"))); err != nil {
+		t.Fatal(err)
+	}
+	if err := chromedp.Do(ctx, chromedp.SetValue(chromedp.ID("prompt"), "$ echo one > one.txt"), chromedp.Click(chromedp.CSS("#prompt-form button"))); err != nil {
+		t.Fatal(err)
+	}
+	waitText(ctx, t, "#task-counts", "1 done")
+	if err := chromedp.Do(ctx, chromedp.Click(chromedp.Search(`//tr[@data-id="w1"]//button[text()="diff"]`))); err != nil {
+		t.Fatal(err)
+	}
+	waitText(ctx, t, "#diff", "one.txt  +1 −0")
+	waitText(ctx, t, "#diff", "+one")
+	added, err := chromedp.Run(ctx, chromedp.Evaluate[int](`[...document.querySelectorAll("#diff pre.add")].filter((p) => p.textContent === "+one").length`))
+	if err != nil || added != 1 {
+		t.Fatalf("%d added lines marked +one (%v); want 1", added, err)
+	}
+	screenshot(ctx, t, "diff.png")
+	if err := chromedp.Do(ctx, chromedp.Click(chromedp.ID("diff-merge"))); err != nil {
+		t.Fatal(err)
+	}
+	waitText(ctx, t, "#diff-question", "Merge w1 into its base branch?")
+	if err := chromedp.Do(ctx, chromedp.Click(chromedp.ID("diff-yes"))); err != nil {
+		t.Fatal(err)
+	}
+	waitText(ctx, t, "#feed", "Merged w1")
 }

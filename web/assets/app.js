@@ -18,6 +18,8 @@ const st = {
   history: [], histPos: 0,
   welcome: null, state: null,
   timeline: [], timelineAt: 0,
+  diff: null, // {worker, waiting (the /diff prompt's requestId), echoed, text}
+  pendingAction: null, // {label, command}: a landing action waiting for its confirmation
   replaying: true, // between reset and replayEnd: requests then are not new
   notified: new Set(),
   feedKind: "", feedWho: "",
@@ -109,8 +111,15 @@ function frame(f) {
       for (const t of f.transcripts || []) { const h = transcriptOf(t.agent); pushLine(h.lines, h, t); }
       for (const h of f.hub || []) addFeed("hub", hubText(h), h.from);
       break;
-    case "userMessage": addFeed("user", f.text, f.source); break;
-    case "reply": addFeed("reply", f.text, "fleet"); break;
+    case "userMessage":
+      if (st.diff && f.requestId && f.requestId === st.diff.waiting) { st.diff.echoed = true; break; }
+      addFeed("user", f.text, f.source);
+      break;
+    case "reply":
+      // The reply that follows a /diff the page sent is the diff.
+      if (st.diff && st.diff.echoed && st.diff.text === null) { st.diff.text = f.text; st.diff.waiting = ""; break; }
+      addFeed("reply", f.text, "fleet");
+      break;
     case "hubEvent": addFeed("hub", hubText(f), f.from); break;
     case "toolCall":
       if (f.phase === "complete" || f.phase === "error") {
@@ -163,6 +172,7 @@ function render() {
   renderRequests();
   renderWorkers();
   renderTranscript();
+  renderDiff();
   renderTasks();
   renderTimeline();
   renderFeed();
@@ -199,6 +209,54 @@ function renderTimeline() {
   });
   g.append(svg("text", { x: label, y: rows.length * rowH + 15, class: "dim" }, `${Math.round(span / 100) / 10} s`));
   box.replaceChildren(g);
+}
+
+// openDiff asks the fleet for w's diff (/diff, with a requestId of the
+// page's own: the reply that follows its echo is the diff).
+function openDiff(w) {
+  const id = "web-diff-" + Math.random().toString(36).slice(2);
+  st.diff = { worker: w, waiting: id, echoed: false, text: null };
+  st.pendingAction = null;
+  post({ type: "prompt", text: `/diff ${w}`, requestId: id });
+  render();
+}
+
+function renderDiff() {
+  const pane = $("diff-pane");
+  pane.hidden = !st.diff;
+  if (!st.diff) return;
+  $("diff-of").textContent = st.diff.worker;
+  const a = st.pendingAction;
+  $("diff-confirm").hidden = !a;
+  $("diff-question").textContent = a ? a.question : "";
+  const box = $("diff");
+  if (st.diff.text === null) { box.replaceChildren(el("div", "asking the fleet…", "dim")); return; }
+  const files = [];
+  let cur = null;
+  for (const line of st.diff.text.split("\n")) {
+    if (line.startsWith("diff --git ")) {
+      cur = { path: line.replace(/^diff --git a\/(.*) b\/.*$/, "$1"), lines: [], add: 0, del: 0 };
+      files.push(cur);
+    }
+    if (!cur) { cur = { path: "", lines: [], add: 0, del: 0 }; files.push(cur); }
+    let cls = "";
+    if (line.startsWith("+") && !line.startsWith("+++")) { cls = "add"; cur.add++; }
+    else if (line.startsWith("-") && !line.startsWith("---")) { cls = "del"; cur.del++; }
+    else if (line.startsWith("@@")) cls = "hunk";
+    else if (/^(diff --git|index |--- |\+\+\+ |new file|deleted file|similarity|rename )/.test(line)) cls = "meta";
+    cur.lines.push(el("pre", line || " ", cls));
+  }
+  box.replaceChildren(...files.map((f) => {
+    const d = el("div", null, "file");
+    d.append(el("h3", f.path ? `${f.path}  +${f.add} −${f.del}` : "—"), ...f.lines);
+    return d;
+  }));
+}
+
+// landing asks for a confirmation on the page, then sends command.
+function landing(question, command) {
+  st.pendingAction = { question, command };
+  render();
 }
 
 function renderTasks() {
@@ -260,6 +318,12 @@ function renderWorkers() {
     tr.dataset.id = w.id;
     if (w.id === st.selected) tr.className = "selected";
     for (const v of [w.name || w.id, w.status, w.taskId || "", w.host || "", g.branch || "", w.toolUseCount ?? 0, w.tokenCount ?? 0, w.activity || ""]) tr.append(el("td", v));
+    const d = el("button", "diff");
+    d.type = "button";
+    d.onclick = (e) => { e.stopPropagation(); openDiff(w.id); };
+    const td = el("td");
+    td.append(d);
+    tr.append(td);
     tr.onclick = () => { st.selected = w.id; render(); };
     tb.append(tr);
   }
@@ -335,6 +399,17 @@ $("prompt").onkeydown = (e) => {
 };
 
 $("transcript-close").onclick = () => { st.selected = ""; render(); };
+$("diff-close").onclick = () => { st.diff = null; st.pendingAction = null; render(); };
+$("diff-merge").onclick = () => landing(`Merge ${st.diff.worker} into its base branch?`, `/merge ${st.diff.worker}`);
+$("diff-pr").onclick = () => landing(`Push ${st.diff.worker}'s branch and open a pull request?`, `/pr ${st.diff.worker}`);
+$("diff-cancel").onclick = () => landing(`Stop ${st.diff.worker}'s task?`, `/cancel ${st.diff.worker}`);
+$("diff-yes").onclick = async () => {
+  const a = st.pendingAction;
+  st.pendingAction = null;
+  render();
+  if (a && await post({ type: "prompt", text: a.command })) flash("sent: " + a.command);
+};
+$("diff-no").onclick = () => { st.pendingAction = null; render(); };
 $("feed-kind").onchange = (e) => { st.feedKind = e.target.value; render(); };
 $("feed-who").onchange = (e) => { st.feedWho = e.target.value; render(); };
 $("help-button").onclick = () => { $("help").hidden = !$("help").hidden; };
