@@ -228,6 +228,10 @@ func TestBrowserPromptAskAndHostileText(t *testing.T) {
 	waitText(ctx, t, "#tasks", "echo from-the-browser")
 	waitText(ctx, t, "#task-counts", "1 done")
 
+	// The header, and intel's summary of the runs.
+	waitText(ctx, t, "#fleet-info", "0/1 workers")
+	waitText(ctx, t, "#intel-summary", "1 runs · 100% succeeded")
+
 	// The timeline draws a bar for the worker, from fleetAnalytics.
 	waitText(ctx, t, "#timeline", "w1")
 	if bars, err := chromedp.Run(ctx, chromedp.Evaluate[int](`document.querySelectorAll("#timeline svg rect.bar").length`)); err != nil || bars != 1 {

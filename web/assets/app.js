@@ -17,7 +17,7 @@ const st = {
   commands: [],
   history: [], histPos: 0,
   welcome: null, state: null,
-  timeline: [], timelineAt: 0,
+  timeline: [], timelineAt: 0, intel: null, status: null,
   diff: null, // {worker, waiting (the /diff prompt's requestId), echoed, text}
   pendingAction: null, // {label, command}: a landing action waiting for its confirmation
   replaying: true, // between reset and replayEnd: requests then are not new
@@ -69,7 +69,7 @@ function open(id) {
 
 function reset() {
   st.workers = []; st.transcripts = new Map(); st.feed = []; st.feedDropped = 0;
-  st.requests = new Map(); st.welcome = null; st.state = null; st.replaying = true; st.timeline = [];
+  st.requests = new Map(); st.welcome = null; st.state = null; st.replaying = true; st.timeline = []; st.intel = null; st.status = null;
   render();
 }
 
@@ -106,6 +106,8 @@ function frame(f) {
   switch (f.type) {
     case "welcome": st.welcome = f; break;
     case "commandCatalog": st.commands = (f.commands || []).map((c) => c.name); break;
+    case "fleetIntel": st.intel = f; break;
+    case "status": st.status = f; break;
     case "hydrate":
       for (const c of f.conversation || []) addFeed(c.role, c.text, c.agent || "");
       for (const t of f.transcripts || []) { const h = transcriptOf(t.agent); pushLine(h.lines, h, t); }
@@ -168,11 +170,20 @@ function render() {
   const w = st.welcome;
   $("fleet-name").textContent = w ? w.sessionName || "" : "";
   const s = st.state;
-  $("fleet-info").textContent = w ? `${[w.provider, w.model].filter(Boolean).join("/")} · ${s ? `${s.workerActive}/${s.workerTotal} workers · tokens ${s.sessionTokens ?? 0}` : ""}${s && s.coordinator && s.coordinator.dispatchPaused ? " · dispatch paused" : ""}` : "";
+  const parts = [];
+  if (w) parts.push([w.provider, w.model].filter(Boolean).join("/"));
+  const up = s && s.session && s.session.uptime;
+  if (up) parts.push("up " + duration(up));
+  if (s) parts.push(`${s.workerActive}/${s.workerTotal} workers`, `tokens ${tokenTotal(s.tokens)}`);
+  if (s && s.budget && s.budget.sessionTokens) parts.push(`budget ${s.budget.sessionUsed}/${s.budget.sessionTokens}`);
+  if (st.status && st.status.processing) parts.push("processing");
+  if (s && s.coordinator && s.coordinator.dispatchPaused) parts.push("dispatch paused");
+  $("fleet-info").textContent = parts.filter(Boolean).join(" · ");
   renderRequests();
   renderWorkers();
   renderTranscript();
   renderDiff();
+  renderIntel();
   renderTasks();
   renderTimeline();
   renderFeed();
@@ -257,6 +268,38 @@ function renderDiff() {
 function landing(question, command) {
   st.pendingAction = { question, command };
   render();
+}
+
+function tokenTotal(t) {
+  if (!t) return 0;
+  return t.totalTokens ?? ((t.inputTokens || 0) + (t.outputTokens || 0));
+}
+
+function duration(ms) {
+  const s = Math.round(ms / 1000);
+  return s < 60 ? `${s}s` : s < 3600 ? `${Math.floor(s / 60)}m${s % 60}s` : `${Math.floor(s / 3600)}h${Math.floor(s % 3600 / 60)}m`;
+}
+
+// renderIntel shows fleetIntel: what past runs say, and the suggestions,
+// each accepted or dismissed with /fleet-intel.
+function renderIntel() {
+  const i = st.intel;
+  const sum = i && i.summary;
+  $("intel-summary").textContent = sum ? `${sum.totalAgentRuns} runs · ${Math.round((sum.successRate || 0) * 100)}% succeeded · ${sum.failedRuns} failed · ${sum.totalTokens} tokens` : "";
+  $("intel-errors").textContent = sum && (sum.topErrors || []).length ? "top errors: " + sum.topErrors.map((e) => `${e.message} (${e.count})`).join(" · ") : "";
+  const box = $("intel-suggestions");
+  box.replaceChildren(...((i && i.suggestions) || []).map((g) => {
+    const d = el("div", null, "req");
+    d.dataset.id = g.id;
+    d.append(el("span", `${g.title} (${g.suggestionType}, ${Math.round(g.confidence * 100)}%) `));
+    for (const [label, verb] of [["accept", "accept"], ["dismiss", "dismiss"]]) {
+      const b = el("button", label);
+      b.type = "button";
+      b.onclick = () => post({ type: "prompt", text: `/fleet-intel ${verb} ${g.id}` });
+      d.append(b);
+    }
+    return d;
+  }));
 }
 
 function renderTasks() {
