@@ -37,8 +37,9 @@ type request struct {
 const maxHistory = 5000
 
 // subQueue bounds the frames a page's stream holds that it has not sent
-// yet. A page that falls that far behind is dropped; its EventSource
-// reconnects and gets a fresh replay, so it misses nothing for long.
+// yet, beyond room for its replay. A page that falls that far behind is
+// dropped; its EventSource reconnects and gets a fresh replay, so it
+// misses nothing for long.
 const subQueue = 4096
 
 // sub is one page's stream: frames to send, in order, until closed.
