@@ -225,6 +225,7 @@ func TestBrowserPromptAskAndHostileText(t *testing.T) {
 	}
 	waitText(ctx, t, "#feed", "Queued t1: echo from-the-browser")
 	waitText(ctx, t, "#workers", "w1")
+	waitText(ctx, t, "#workers", "shell: echo from-the-browser") // its recent activity
 	waitText(ctx, t, "#tasks", "echo from-the-browser")
 	waitText(ctx, t, "#task-counts", "1 done")
 

@@ -360,7 +360,7 @@ function renderWorkers() {
     const tr = el("tr");
     tr.dataset.id = w.id;
     if (w.id === st.selected) tr.className = "selected";
-    for (const v of [w.name || w.id, w.status, w.taskId || "", w.host || "", g.branch || "", w.toolUseCount ?? 0, w.tokenCount ?? 0, w.activity || ""]) tr.append(el("td", v));
+    for (const v of [w.name || w.id, w.status, w.taskId || "", w.host || "", g.branch || "", w.toolUseCount ?? 0, w.tokenCount ?? 0, w.recentActivity || ""]) tr.append(el("td", v));
     const d = el("button", "diff");
     d.type = "button";
     d.onclick = (e) => { e.stopPropagation(); openDiff(w.id); };
