@@ -7,6 +7,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"testing"
+	"time"
 
 	"github.com/agents-fleet/fleet/internal/testdir"
 )
@@ -42,7 +43,10 @@ func TestHolderKilled(t *testing.T) {
 			os.Exit(1)
 		}
 		os.Stdout.WriteString("held\n")
-		select {}
+		// Hold it until killed. (Not select{}: with nothing else to run,
+		// the runtime would end the process as deadlocked, and the lock
+		// with it, as it did under Wine.)
+		time.Sleep(time.Hour)
 	}
 	path := filepath.Join(testdir.New(t), "s1.lock")
 	cmd := exec.Command(os.Args[0], "-test.run=^TestHolderKilled$")
