@@ -86,6 +86,11 @@ func (g *gitWorkspaces) Merge(ctx context.Context, worker string, o engine.Merge
 	return landing.Merge(ctx, w, mode, o.Into)
 }
 
+// Apply applies worker's change to the repository's main work tree.
+func (g *gitWorkspaces) Apply(ctx context.Context, worker string, paths []string) (string, error) {
+	return landing.Apply(ctx, g.m.RepoRoot(), g.worker(worker, engine.Work{}), paths)
+}
+
 // PushCommand is the push fleet pr runs for worker.
 func (g *gitWorkspaces) PushCommand(worker string) string {
 	return "git push --set-upstream " + g.remote() + " " + g.m.Branch(worker)

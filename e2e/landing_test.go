@@ -190,6 +190,22 @@ func TestLandingWorkersWork(t *testing.T) {
 	}
 	os.Remove(filepath.Join(repo, "three.txt"))
 
+	// /apply from a console: the same, into the repository's work tree.
+	c.Prompt("/apply w5")
+	s.waitLong("/apply reply", replyWith("Applied w5's change"))
+	if got, _ := os.ReadFile(filepath.Join(repo, "five.txt")); string(got) != "five\n" {
+		t.Fatalf("five.txt after /apply: %q", got)
+	}
+	if staged := gitIn(t, repo, "diff", "--cached", "--name-only"); staged != "" {
+		t.Fatalf("/apply staged %s", staged)
+	}
+	os.Remove(filepath.Join(repo, "five.txt"))
+	c.Prompt("/apply w5 nothing-here.txt")
+	s.waitLong("/apply refusal", func(m protocol.Message) bool {
+		r, ok := m.(*protocol.Reply)
+		return ok && strings.Contains(r.Text, "w5 changed none of nothing-here.txt")
+	})
+
 	// /diff and /merge --squash from a console.
 	c.Prompt("/diff w4")
 	r := s.waitLong("/diff reply", replyWith("diff --git")).(*protocol.Reply)

@@ -57,6 +57,7 @@ func init() {
 		{"/tell", "/tell WORKER TEXT", "Send a follow-up turn to a worker (resuming its agent session if it settled).", "workers", (*Engine).cmdTell},
 		{"/diff", "/diff WORKER [--stat] [PATH...]", "Show a worker's change against its base branch (committed and uncommitted).", "workers", (*Engine).cmdDiff},
 		{"/merge", "/merge WORKER [--squash|--rebase] [--into BRANCH]", "Merge a settled worker's branch into its base branch (refused, changing nothing, on conflicts or a dirty target).", "workers", (*Engine).cmdMerge},
+		{"/apply", "/apply WORKER [PATH...]", "Put a worker's change (or the named files) into the repository's work tree, uncommitted and unstaged (refused, changing nothing, when it does not apply cleanly).", "workers", (*Engine).cmdApply},
 		{"/pr", "/pr WORKER [--draft]", "Push a settled worker's branch and open a pull request (gh, or the configured hook); the push is confirmed first.", "workers", (*Engine).cmdPR},
 		{"/fleet-intel", "/fleet-intel [accept|dismiss ID]", "What past runs say: success rates, top errors, suggestions (accept or dismiss them).", "intel", intelCmd("/fleet-intel")},
 		{"/learn", "/learn [SKILL [--from FILE]] | /learn apply|reject SHADOW", "Propose a shadow version of a skill from its failures, A/B it on real tasks, apply or reject it.", "intel", intelCmd("/learn")},

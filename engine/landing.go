@@ -33,6 +33,10 @@ type Lander interface {
 	Diff(ctx context.Context, worker string, o DiffRequest, max int) (text string, truncated bool, err error)
 	// Merge lands the worker's work and returns what to tell the operator.
 	Merge(ctx context.Context, worker string, o MergeRequest, work Work) (string, error)
+	// Apply puts the worker's change (only paths, when given) into the
+	// repository's main work tree, uncommitted and unstaged, and returns
+	// what to tell the operator.
+	Apply(ctx context.Context, worker string, paths []string) (string, error)
 	// PushCommand is the git push /pr would run, for the confirm policy.
 	PushCommand(worker string) string
 	// PR pushes the worker's branch and opens a pull request (or says how
@@ -406,6 +410,40 @@ func (e *Engine) cmdMerge(args string) (string, error) {
 			return
 		}
 		e.activityLocked(id, protocol.HubMerged, text)
+		e.replyLocked(text)
+	}()
+	return "", nil
+}
+
+// cmdApply: /apply WORKER [PATH...]. Like fleet apply run in the
+// repository's main work tree: the worker may still be running (what its
+// branch and worktree hold now is applied).
+func (e *Engine) cmdApply(args string) (string, error) {
+	const usage = "Usage: /apply WORKER [PATH...]"
+	f := strings.Fields(args)
+	if len(f) == 0 || strings.HasPrefix(f[0], "-") {
+		return "", failure(usage)
+	}
+	id, paths := f[0], f[1:]
+	w, msg := e.landTargetLocked("apply", id)
+	if w == nil {
+		return "", failure(msg)
+	}
+	w.landing = true // no /clean or /merge while the change is read
+	l := e.lander()
+	e.runWG.Add(1)
+	go func() {
+		defer e.runWG.Done()
+		ctx, cancel := context.WithTimeout(context.Background(), workspaceTimeout)
+		text, err := l.Apply(ctx, id, paths)
+		cancel()
+		e.mu.Lock()
+		defer e.mu.Unlock()
+		w.landing = false
+		if err != nil {
+			e.replyErrorLocked(err.Error())
+			return
+		}
 		e.replyLocked(text)
 	}()
 	return "", nil
