@@ -60,7 +60,8 @@ func (fs *fleets) get(id string) (*follower, error) {
 		return nil, fmt.Errorf("no live fleet %q", id)
 	}
 	f := &follower{fs: fs, m: newMirror(), want: entries[i].Descriptor,
-		state: connState{State: "connecting", ID: id, Name: entries[i].Name}}
+		state:  connState{State: "connecting", ID: id, Name: entries[i].Name},
+		native: client.NewNativeCalls[chan<- nativeOutcome]("web-")}
 	fs.all[id] = f
 	fs.wg.Add(1)
 	go func() { defer fs.wg.Done(); f.run(fs.ctx) }()
@@ -78,6 +79,17 @@ type follower struct {
 	lastSeen time.Time
 	state    connState
 	conn     *client.Conn
+	// native pairs the pages' nativeRoot attempts with their results,
+	// which the fleet sends on this connection only.
+	native *client.NativeCalls[chan<- nativeOutcome]
+}
+
+// nativeOutcome ends one nativeRoot attempt: its result, or lost when the
+// connection it was sent on ended first (a mutation's outcome is then
+// uncertain).
+type nativeOutcome struct {
+	result *protocol.NativeRootResult
+	lost   bool
 }
 
 // Timings of the follower: how often the registry is looked at while the
@@ -155,7 +167,11 @@ func (f *follower) attach(ctx context.Context, d registry.Descriptor) (attached 
 	defer func() {
 		f.mu.Lock()
 		f.conn = nil
+		lost := f.native.Lost() // a new connection answers nothing sent on this one
 		f.mu.Unlock()
+		for _, c := range lost {
+			c.Data <- nativeOutcome{lost: true}
+		}
 	}()
 	f.m.reset(bytes.Clone(c.WelcomeFrame()))
 	f.setState(connState{State: "attached", ID: d.ID, Name: d.Name})
@@ -171,6 +187,15 @@ func (f *follower) attach(ctx context.Context, d registry.Descriptor) (attached 
 		}
 		if msg.MessageType() == protocol.TypeReplayEnd {
 			f.m.replayEnd()
+			continue
+		}
+		if r, ok := msg.(*protocol.NativeRootResult); ok {
+			f.mu.Lock()
+			c := f.native.Result(r)
+			f.mu.Unlock()
+			if c != nil {
+				c.Data <- nativeOutcome{result: r}
+			}
 			continue
 		}
 		if protocol.ClassOf(msg) == protocol.ClassConnection {
@@ -213,6 +238,62 @@ func (f *follower) send(ctx context.Context, m protocol.Message) error {
 			return errNotAttached
 		}
 	}
+}
+
+// nativeWait bounds the wait for one nativeRoot attempt's result; past it
+// a mutation's outcome is uncertain and the page offers the retry.
+const nativeWait = client.DefaultNativeAttemptTimeout
+
+// errNativeUncertain: no result came for a native attempt.
+var errNativeUncertain = errors.New("no result came from the fleet (the connection dropped or it did not answer in time)")
+
+// doNative sends req to the fleet's native root and waits for its result. A
+// mutation whose attempt ends without one returns errNativeUncertain: the
+// page retries it with the same body, which the fleet applies at most once.
+func (f *follower) doNative(ctx context.Context, req protocol.NativeRequest) (*protocol.NativeRootResult, error) {
+	done := make(chan nativeOutcome, 1)
+	call, err := client.NewNativeCall[chan<- nativeOutcome](req, done)
+	if err != nil {
+		return nil, err
+	}
+	deadline := time.Now().Add(attachWait)
+	for {
+		f.mu.Lock()
+		c := f.conn
+		if c != nil {
+			frame, err := f.native.Attempt(call, time.Now())
+			f.mu.Unlock()
+			if err != nil {
+				return nil, err
+			}
+			if err := c.Send(frame); err != nil {
+				f.mu.Lock()
+				f.native.Drop(call)
+				f.mu.Unlock()
+				return nil, fmt.Errorf("%w: %v", errNativeUncertain, err)
+			}
+			break
+		}
+		f.mu.Unlock()
+		if time.Now().After(deadline) || !sleep(ctx, 50*time.Millisecond) {
+			return nil, errNotAttached
+		}
+	}
+	t := time.NewTimer(nativeWait)
+	defer t.Stop()
+	select {
+	case o := <-done:
+		if o.lost {
+			return nil, errNativeUncertain
+		}
+		return o.result, nil
+	case <-t.C:
+	case <-ctx.Done():
+	}
+	f.mu.Lock()
+	f.native.Drop(call)
+	f.mu.Unlock()
+	return nil, errNativeUncertain
 }
 
 func sleep(ctx context.Context, d time.Duration) bool {

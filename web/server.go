@@ -151,6 +151,7 @@ func (s *server) routes() http.Handler {
 	mux.HandleFunc("GET /api/fleets", s.listFleets)
 	mux.HandleFunc("GET /api/fleets/{id}/events", s.events)
 	mux.HandleFunc("POST /api/fleets/{id}/send", s.send)
+	mux.HandleFunc("POST /api/fleets/{id}/native", s.native)
 	return s.guard(mux)
 }
 
@@ -247,6 +248,12 @@ func (s *server) events(w http.ResponseWriter, r *http.Request) {
 	defer f.m.unsubscribe(sub)
 	keepalive := time.NewTicker(15 * time.Second)
 	defer keepalive.Stop()
+	// Writes are flushed at most every flushEvery: a flood of frames goes
+	// out in few writes, and a lone frame waits no longer than that.
+	flush := time.NewTimer(time.Hour)
+	flush.Stop()
+	defer flush.Stop()
+	dirty := false
 	for {
 		select {
 		case <-r.Context().Done():
@@ -258,17 +265,24 @@ func (s *server) events(w http.ResponseWriter, r *http.Request) {
 				return
 			}
 			fl.Flush()
+		case <-flush.C:
+			fl.Flush()
+			dirty = false
 		case e := <-sub.ch:
 			if err := writeEvent(w, e); err != nil {
 				return
 			}
-			// Flush once the queue is drained: a replay goes out in few writes.
-			if len(sub.ch) == 0 {
-				fl.Flush()
+			if !dirty {
+				dirty = true
+				flush.Reset(flushEvery)
 			}
 		}
 	}
 }
+
+// flushEvery is how long a page's stream holds what it wrote before it
+// flushes it.
+const flushEvery = 20 * time.Millisecond
 
 // writeEvent writes e as one SSE event. Frames are single-line JSON.
 func writeEvent(w io.Writer, e event) error {
@@ -312,6 +326,43 @@ func (s *server) send(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	writeJSON(w, http.StatusAccepted, map[string]string{"sent": msg.MessageType()})
+}
+
+// native sends a native-root request (the body: the request object of a
+// nativeRoot frame, docs/native-roots.md) to fleet id and answers with its
+// result: 200 {"result": …}. A mutation whose result did not come is
+// answered 504 {"uncertain": true}: retry it with the same body (same
+// operationId and expectedRevision), which the fleet applies at most once.
+func (s *server) native(w http.ResponseWriter, r *http.Request) {
+	f, err := s.fleets.get(r.PathValue("id"))
+	if err != nil {
+		writeJSON(w, http.StatusNotFound, map[string]string{"error": err.Error()})
+		return
+	}
+	body, err := io.ReadAll(io.LimitReader(r.Body, protocol.MaxNativeFrameSize+1))
+	if err != nil || len(body) > protocol.MaxNativeFrameSize {
+		writeJSON(w, http.StatusRequestEntityTooLarge, map[string]string{"error": fmt.Sprintf("over the %d byte limit of native requests", protocol.MaxNativeFrameSize)})
+		return
+	}
+	req, err := protocol.ParseNativeRequest(body)
+	if err == nil {
+		err = req.Validate()
+	}
+	if err != nil {
+		writeJSON(w, http.StatusBadRequest, map[string]string{"error": err.Error()})
+		return
+	}
+	res, err := f.doNative(r.Context(), *req)
+	switch {
+	case errors.Is(err, errNativeUncertain):
+		writeJSON(w, http.StatusGatewayTimeout, map[string]any{"error": err.Error(), "uncertain": req.OperationID != ""})
+	case errors.Is(err, errNotAttached):
+		writeJSON(w, http.StatusServiceUnavailable, map[string]string{"error": err.Error()})
+	case err != nil:
+		writeJSON(w, http.StatusBadRequest, map[string]string{"error": err.Error()})
+	default:
+		writeJSON(w, http.StatusOK, map[string]any{"result": res.Result})
+	}
 }
 
 func writeJSON(w http.ResponseWriter, code int, v any) {

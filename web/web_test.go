@@ -26,6 +26,7 @@ type backend struct {
 	mu      sync.Mutex
 	prompts []string
 	answers []string
+	native  []protocol.NativeRequest
 }
 
 func (b *backend) Prompt(m *protocol.UserMessage) {
@@ -45,8 +46,28 @@ func (b *backend) AnswerAsk(id, text, _ string) error {
 	b.mu.Unlock()
 	return nil
 }
-func (b *backend) Native(context.Context, *protocol.NativeRequest) protocol.NativeResult {
-	return protocol.NativeResult{Kind: protocol.NativeKindError, Code: "test", Message: "no native root here"}
+// Native lists one root and gives a receipt for pause; stop is held until
+// the connection ends (a result that never comes).
+func (b *backend) Native(ctx context.Context, req *protocol.NativeRequest) protocol.NativeResult {
+	b.mu.Lock()
+	b.native = append(b.native, *req)
+	b.mu.Unlock()
+	switch req.Action {
+	case protocol.NativeList:
+		return protocol.NativeResult{Kind: protocol.NativeKindRoots, Roots: []protocol.NativeRootInfo{{ID: "r1", Revision: 3, Intent: "run", Phase: "running"}}}
+	case protocol.NativePause:
+		return protocol.NativeResult{Kind: protocol.NativeKindReceipt, Receipt: &protocol.NativeReceipt{OperationID: req.OperationID,
+			RootID: req.RootID, Action: req.Action, Revision: *req.ExpectedRevision + 1, Status: "persisted"}}
+	case protocol.NativeStop:
+		<-ctx.Done()
+	}
+	return protocol.NativeResult{Kind: protocol.NativeKindError, Code: "test", Message: "no such thing here"}
+}
+
+func (b *backend) nativeGot() []protocol.NativeRequest {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return append([]protocol.NativeRequest(nil), b.native...)
 }
 
 func (b *backend) got() (prompts, answers []string) {
@@ -388,6 +409,78 @@ func TestSendOnlyConsoleFrames(t *testing.T) {
 	}
 	if p, _ := f.be.got(); len(p) != 1 {
 		t.Fatalf("the fleet got %d prompts; want the one", len(p))
+	}
+}
+
+// TestNativeThroughThePage: a page's native request reaches the fleet as
+// sent and its result comes back to that request; a malformed request is
+// refused before it is sent; a mutation whose connection ends before its
+// result is answered "uncertain", so the page retries it as it was.
+func TestNativeThroughThePage(t *testing.T) {
+	home := shortHome(t)
+	f := startFleet(t, home, "alpha")
+	w := startWeb(t, home)
+	cookie := w.login(t)
+	hdr := map[string]string{"Origin": w.base, "Content-Type": "application/json"}
+	path := "/api/fleets/" + f.id + "/native"
+
+	code, body := w.do(t, "POST", path, cookie, hdr, `{"action":"list"}`)
+	if code != http.StatusOK || !strings.Contains(body, `"kind":"roots"`) || !strings.Contains(body, `"id":"r1"`) {
+		t.Fatalf("list: %d %s", code, body)
+	}
+	pause := `{"action":"pause","rootId":"r1","operationId":"web-op-0123456789abcdef","expectedRevision":3}`
+	code, body = w.do(t, "POST", path, cookie, hdr, pause)
+	if code != http.StatusOK || !strings.Contains(body, `"operationId":"web-op-0123456789abcdef"`) || !strings.Contains(body, `"revision":4`) {
+		t.Fatalf("pause: %d %s", code, body)
+	}
+	got := f.be.nativeGot()
+	if len(got) != 2 || got[1].OperationID != "web-op-0123456789abcdef" || *got[1].ExpectedRevision != 3 {
+		t.Fatalf("the fleet got %+v", got)
+	}
+	for _, bad := range []string{`{"action":"pause","rootId":"r1","expectedRevision":3}`, // no operationId
+		`{"action":"pause","rootId":"r1","operationId":"x","expectedRevision":"3"}`, // a string revision
+		`{"action":"list","principal":"admin"}`, `[]`, `{"action":"list"`} {
+		if code, body := w.do(t, "POST", path, cookie, hdr, bad); code != http.StatusBadRequest {
+			t.Errorf("%s: %d %s; want 400", bad, code, body)
+		}
+	}
+	if n := len(f.be.nativeGot()); n != 2 {
+		t.Fatalf("refused requests reached the fleet: %d requests", n)
+	}
+	if code, _ := w.do(t, "POST", path, cookie, map[string]string{"Origin": "http://evil.test"}, `{"action":"list"}`); code != http.StatusForbidden {
+		t.Fatalf("a cross-origin native request: %d; want 403", code)
+	}
+
+	// stop gets no result before the fleet goes away: uncertain.
+	type answer struct {
+		code int
+		body string
+	}
+	done := make(chan answer, 1)
+	req, _ := http.NewRequest("POST", w.base+path, strings.NewReader(`{"action":"stop","rootId":"r1","operationId":"web-op-00000000000000ff","expectedRevision":4}`))
+	req.AddCookie(cookie)
+	req.Header.Set("Origin", w.base)
+	go func() {
+		resp, err := w.hc.Do(req)
+		if err != nil {
+			done <- answer{0, err.Error()}
+			return
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		done <- answer{resp.StatusCode, string(b)}
+	}()
+	testwait.For(t, testwait.Bound, "the stop at the fleet", func() bool { return len(f.be.nativeGot()) == 3 })
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	f.srv.Shutdown(ctx)
+	cancel()
+	select {
+	case a := <-done:
+		if a.code != http.StatusGatewayTimeout || !strings.Contains(a.body, `"uncertain":true`) {
+			t.Fatalf("a mutation cut off: %d %s; want 504 uncertain", a.code, a.body)
+		}
+	case <-time.After(testwait.Bound):
+		t.Fatal("no answer for a mutation whose connection ended")
 	}
 }
 
