@@ -2,28 +2,39 @@
 // (textContent, never innerHTML). Frames arrive over Server-Sent Events from
 // the server's connection to the fleet; a "reset" event starts a fresh
 // replay, so a page that reconnects shows nothing twice.
+//
+// Rendering is by section: a frame marks what it changed, and once per
+// animation frame only those sections are drawn again. The long lists (a
+// worker's transcript, the feed) keep one element per entry and only add
+// and remove elements, so a flood of frames costs the page little.
 "use strict";
 
 const MAX_LINES = 2000; // per worker transcript and for the feed
+const MAX_AGENTS = 500; // transcripts kept; the oldest worker's go first
 const $ = (id) => document.getElementById(id);
 
 const st = {
   fleet: "", es: null,
   workers: [], selected: "",
-  transcripts: new Map(), // agent -> {lines: [], dropped: n}
+  transcripts: new Map(), // agent -> {items: [], dropped: n}
   feed: [], feedDropped: 0,
   requests: new Map(), // id -> frame, creation order
+  mine: new Set(), // requests this page answered
   gone: "",
   commands: [],
   history: [], histPos: 0,
   welcome: null, state: null,
-  timeline: [], timelineAt: 0, intel: null, status: null,
+  timeline: [], timelineAt: 0, intel: null, evolution: null, store: null, experiment: null, status: null,
   diff: null, // {worker, waiting (the /diff prompt's requestId), echoed, text}
-  pendingAction: null, // {label, command}: a landing action waiting for its confirmation
+  pendingAction: null, // {question, command}: a landing action waiting for its confirmation
   replaying: true, // between reset and replayEnd: requests then are not new
   notified: new Set(),
   feedKind: "", feedWho: "",
+  native: { roots: [], rootId: "", status: null, last: "", lastErr: false, busy: false, uncertain: null, ask: null },
+  dirty: new Set(["all"]),
+  stats: { frames: 0, readyAt: 0 },
 };
+window.fleetStats = st.stats; // read by the browser tests
 
 function el(tag, text, cls) {
   const e = document.createElement(tag);
@@ -32,18 +43,25 @@ function el(tag, text, cls) {
   return e;
 }
 
+function button(label, onclick, title) {
+  const b = el("button", label);
+  b.type = "button";
+  b.onclick = onclick;
+  if (title) b.title = title;
+  return b;
+}
+
 async function loadFleets() {
   const r = await fetch("/api/fleets");
   if (!r.ok) { flash("fleets: " + r.status); return; }
   const { fleets, preselect } = await r.json();
   const p = $("picker");
   const want = new URLSearchParams(location.search).get("fleet") || preselect || st.fleet;
-  p.replaceChildren();
-  for (const f of fleets) {
-    const o = el("option", `${f.name} (${f.id}) ${f.cwd}`);
-    o.value = f.id;
-    p.append(o);
+  const opts = fleets.map((f) => { const o = el("option", `${f.name} (${f.id}) ${f.cwd}`); o.value = f.id; return o; });
+  if (st.fleet && !fleets.some((f) => f.id === st.fleet)) {
+    const o = el("option", `${st.fleet} (not running)`); o.value = st.fleet; opts.push(o);
   }
+  p.replaceChildren(...opts);
   if (st.fleet) { p.value = st.fleet; return; }
   const pick = fleets.find((f) => f.id === want || f.name === want) || fleets[0];
   if (!pick) { $("conn").textContent = "no fleet is running"; return; }
@@ -60,17 +78,19 @@ function open(id) {
   const es = new EventSource(`/api/fleets/${encodeURIComponent(id)}/events`);
   st.es = es;
   es.addEventListener("reset", reset);
-  es.addEventListener("frame", (e) => frame(JSON.parse(e.data)));
-  es.addEventListener("replayEnd", () => { st.replaying = false; render(); });
-  es.addEventListener("missed", (e) => { st.feedDropped += JSON.parse(e.data).missed; });
+  es.addEventListener("frame", (e) => { st.stats.frames++; frame(JSON.parse(e.data)); });
+  es.addEventListener("replayEnd", () => { st.replaying = false; mark("requests"); });
+  es.addEventListener("missed", (e) => { st.feedDropped += JSON.parse(e.data).missed; mark("feed"); });
   es.addEventListener("conn", (e) => conn(JSON.parse(e.data)));
   es.onerror = () => { $("conn").textContent = "reconnecting…"; $("conn").className = "conn connecting"; };
 }
 
 function reset() {
   st.workers = []; st.transcripts = new Map(); st.feed = []; st.feedDropped = 0;
-  st.requests = new Map(); st.welcome = null; st.state = null; st.replaying = true; st.timeline = []; st.intel = null; st.status = null;
-  render();
+  st.requests = new Map(); st.welcome = null; st.state = null; st.replaying = true; st.timeline = [];
+  st.intel = null; st.evolution = null; st.store = null; st.experiment = null; st.status = null;
+  openTools.clear();
+  mark("all");
 }
 
 function conn(c) {
@@ -79,38 +99,86 @@ function conn(c) {
   s.className = "conn " + c.state;
 }
 
-function pushLine(list, holder, line) {
-  list.push(line);
-  if (list.length > MAX_LINES) { list.splice(0, list.length - MAX_LINES); holder.dropped = (holder.dropped || 0) + 1; }
+let pending = false;
+function mark(section) {
+  st.dirty.add(section);
+  if (!pending) { pending = true; requestAnimationFrame(() => { pending = false; render(); }); }
+}
+
+// trim drops the oldest entries of list beyond MAX_LINES, with their
+// elements, and returns how many it dropped.
+function trim(list) {
+  const n = list.length - MAX_LINES;
+  if (n <= 0) return 0;
+  for (const e of list.splice(0, n)) if (e.node) e.node.remove();
+  return n;
 }
 
 function transcriptOf(agent) {
   let t = st.transcripts.get(agent);
-  if (!t) { t = { lines: [], dropped: 0 }; st.transcripts.set(agent, t); }
+  if (!t) {
+    if (st.transcripts.size >= MAX_AGENTS) st.transcripts.delete(st.transcripts.keys().next().value);
+    t = { items: [], dropped: 0 };
+    st.transcripts.set(agent, t);
+  }
   return t;
+}
+
+function addTranscript(agent, item) {
+  const t = transcriptOf(agent);
+  t.items.push(item);
+  t.dropped += trim(t.items);
+  if (agent === st.selected) mark("transcript");
 }
 
 // addFeed adds an entry: kind is user, reply, assistant… (the
 // conversation), hub, toolCall or fileChange; who is the agent it is of.
 function addFeed(kind, text, who) {
   st.feed.push({ kind, text, who });
-  if (st.feed.length > MAX_LINES) { st.feedDropped += st.feed.length - MAX_LINES; st.feed.splice(0, st.feed.length - MAX_LINES); }
+  st.feedDropped += trim(st.feed);
+  mark("feed");
 }
 
 function hubText(h) { return `${h.from} ${h.kind}${h.to ? " → " + h.to : ""}${h.text ? ": " + h.text : ""}`; }
 
-let pending = false;
-function later() { if (!pending) { pending = true; requestAnimationFrame(() => { pending = false; render(); }); } }
+// openTools pairs a tool call's start with its completion: agent → the
+// calls started and not yet complete, oldest first.
+const openTools = new Map();
+
+function toolCall(f) {
+  const agent = f.agent || "coordinator";
+  let started = openTools.get(agent);
+  if (f.phase === "start") {
+    const item = { type: "tool", tool: f.tool, detail: f.detail || "", input: f.input, done: false };
+    if (!started) { started = []; openTools.set(agent, started); }
+    started.push(item);
+    if (started.length > 64) started.shift();
+    addTranscript(agent, item);
+    return;
+  }
+  let item = null;
+  if (started) {
+    const i = started.findIndex((c) => c.tool === f.tool);
+    if (i >= 0) item = started.splice(i, 1)[0];
+  }
+  if (!item) { item = { type: "tool", tool: f.tool, detail: f.detail || "" }; addTranscript(agent, item); }
+  Object.assign(item, { done: true, result: f.result || "", isError: !!f.isError, durationMs: f.durationMs });
+  if (item.node) item.node.replaceWith(item.node = toolNode(item));
+  addFeed("toolCall", `${f.agent} ${f.tool}${f.isError ? " (error)" : ""}: ${firstLine(f.result || f.detail || "")}`, f.agent);
+}
 
 function frame(f) {
   switch (f.type) {
-    case "welcome": st.welcome = f; break;
+    case "welcome": st.welcome = f; mark("header"); break;
     case "commandCatalog": st.commands = (f.commands || []).map((c) => c.name); break;
-    case "fleetIntel": st.intel = f; break;
-    case "status": st.status = f; break;
+    case "fleetIntel": st.intel = f; mark("intel"); break;
+    case "fleetEvolution": st.evolution = f; mark("intel"); break;
+    case "fleetStore": st.store = f; mark("intel"); break;
+    case "fleetExperiment": st.experiment = f; mark("intel"); break;
+    case "status": st.status = f; mark("header"); break;
     case "hydrate":
       for (const c of f.conversation || []) addFeed(c.role, c.text, c.agent || "");
-      for (const t of f.transcripts || []) { const h = transcriptOf(t.agent); pushLine(h.lines, h, t); }
+      for (const t of f.transcripts || []) addTranscript(t.agent || "coordinator", { type: "line", role: t.role, kind: t.kind, text: t.text });
       for (const h of f.hub || []) addFeed("hub", hubText(h), h.from);
       break;
     case "userMessage":
@@ -119,33 +187,46 @@ function frame(f) {
       break;
     case "reply":
       // The reply that follows a /diff the page sent is the diff.
-      if (st.diff && st.diff.echoed && st.diff.text === null) { st.diff.text = f.text; st.diff.waiting = ""; break; }
+      if (st.diff && st.diff.echoed && st.diff.text === null) { st.diff.text = f.text; st.diff.waiting = ""; mark("diff"); break; }
       addFeed("reply", f.text, "fleet");
       break;
     case "hubEvent": addFeed("hub", hubText(f), f.from); break;
-    case "toolCall":
-      if (f.phase === "complete" || f.phase === "error") {
-        addFeed("toolCall", `${f.agent} ${f.tool}${f.isError ? " (error)" : ""}: ${firstLine(f.result || f.detail || "")}`, f.agent);
-      }
-      break;
+    case "toolCall": toolCall(f); break;
     case "fileChange":
       for (const c of f.changes || []) addFeed("fileChange", `${c.agent} ${c.changeType} ${c.path}`, c.agent);
       break;
-    case "transcript": { const h = transcriptOf(f.agent || "coordinator"); pushLine(h.lines, h, f); break; }
+    case "transcript": addTranscript(f.agent || "coordinator", { type: "line", role: f.role, kind: f.kind, text: f.text }); break;
     case "confirmRequest": case "askRequest":
       st.requests.set(f.id, f);
       if (!st.replaying) notify(f);
+      mark("requests");
       break;
     case "confirmResolved":
       if (st.requests.has(f.id)) {
         st.requests.delete(f.id);
-        st.gone = `${f.id} ${f.reason === "answered" || !f.reason ? "answered" : f.reason}${f.message ? ": " + f.message : ""}`;
+        st.gone = `${f.id}: ${resolvedText(f)}`;
+        mark("requests");
       }
       break;
-    case "fleetState": st.state = f; st.workers = f.workers || []; break;
-    case "fleetAnalytics": st.timeline = f.workerTimeline || []; st.timelineAt = f.ts || Date.now(); break;
+    case "fleetState": st.state = f; st.workers = f.workers || []; mark("header"); mark("workers"); mark("tasks"); break;
+    case "fleetAnalytics": st.timeline = f.workerTimeline || []; st.timelineAt = f.ts || Date.now(); mark("timeline"); break;
   }
-  later();
+}
+
+// resolvedText says how a request left: answered on this page, answered
+// elsewhere (another console, the terminal), expired or cancelled.
+function resolvedText(f) {
+  const mine = st.mine.delete(f.id);
+  let s;
+  switch (f.reason || "answered") {
+    case "answered": s = mine ? "answered here" : "answered elsewhere"; break;
+    case "superseded": s = "answered elsewhere"; break;
+    case "expired": s = "expired unanswered"; break;
+    case "cancelled": s = "cancelled (the worker ended)"; break;
+    default: s = f.reason;
+  }
+  if (f.message) s += ": " + f.message;
+  return s;
 }
 
 function firstLine(s) { const i = s.indexOf("\n"); return i < 0 ? s : s.slice(0, i) + " …"; }
@@ -162,16 +243,41 @@ function notify(r) {
 }
 
 function focusRequest(id) {
-  const d = id ? document.querySelector(`.req[data-id="${CSS.escape(id)}"]`) : document.querySelector(".req");
+  const d = id ? document.querySelector(`.req[data-id="${CSS.escape(id)}"]`) : document.querySelector("#req-list .req");
   if (d) { d.scrollIntoView({ block: "center" }); const b = d.querySelector("button,input"); if (b) b.focus(); }
 }
 
+const sections = {
+  header: renderHeader, requests: renderRequests, workers: renderWorkers, transcript: renderTranscript,
+  diff: renderDiff, intel: renderIntel, tasks: renderTasks, timeline: renderTimeline, feed: renderFeed, native: renderNative,
+};
+
 function render() {
+  const all = st.dirty.has("all");
+  const feedAll = all || st.dirty.has("feed-all");
+  const transcriptAll = all || st.dirty.has("transcript-all");
+  const todo = all ? Object.keys(sections) : [...st.dirty];
+  st.dirty.clear();
+  for (const name of todo) {
+    if (name === "feed") renderFeed(feedAll);
+    else if (name === "transcript") renderTranscript(transcriptAll);
+    else if (name === "feed-all") { if (!todo.includes("feed")) renderFeed(true); }
+    else if (name === "transcript-all") { if (!todo.includes("transcript")) renderTranscript(true); }
+    else if (sections[name]) sections[name]();
+  }
+  if (!st.replaying && !st.stats.readyAt) {
+    st.stats.readyAt = performance.now();
+    performance.mark("fleet-ready");
+  }
+}
+
+function renderHeader() {
   const w = st.welcome;
   $("fleet-name").textContent = w ? w.sessionName || "" : "";
   const s = st.state;
   const parts = [];
   if (w) parts.push([w.provider, w.model].filter(Boolean).join("/"));
+  if (s && s.coordinator && s.coordinator.model && !(w && w.model)) parts.push(s.coordinator.model);
   const up = s && s.session && s.session.uptime;
   if (up) parts.push("up " + duration(up));
   if (s) parts.push(`${s.workerActive}/${s.workerTotal} workers`, `tokens ${tokenTotal(s.tokens)}`);
@@ -179,14 +285,6 @@ function render() {
   if (st.status && st.status.processing) parts.push("processing");
   if (s && s.coordinator && s.coordinator.dispatchPaused) parts.push("dispatch paused");
   $("fleet-info").textContent = parts.filter(Boolean).join(" · ");
-  renderRequests();
-  renderWorkers();
-  renderTranscript();
-  renderDiff();
-  renderIntel();
-  renderTasks();
-  renderTimeline();
-  renderFeed();
 }
 
 const SVG = "http://www.w3.org/2000/svg";
@@ -225,11 +323,27 @@ function renderTimeline() {
 // openDiff asks the fleet for w's diff (/diff, with a requestId of the
 // page's own: the reply that follows its echo is the diff).
 function openDiff(w) {
-  const id = "web-diff-" + Math.random().toString(36).slice(2);
+  const id = "web-diff-" + randomHex(8);
   st.diff = { worker: w, waiting: id, echoed: false, text: null };
   st.pendingAction = null;
   post({ type: "prompt", text: `/diff ${w}`, requestId: id });
-  render();
+  mark("diff");
+}
+
+// colour splits one diff line's code into spans: keywords, strings and
+// comments get their own classes. Text only: the spans' contents are set
+// with textContent.
+function colour(pre, prefix, code) {
+  pre.append(prefix);
+  const re = /(\/\/.*$|#.*$|"(?:[^"\\]|\\.)*"|'(?:[^'\\]|\\.)*'|`[^`]*`)|(\b(?:func|function|return|if|else|for|while|switch|case|const|let|var|type|struct|interface|package|import|class|def|from|async|await|go|defer|select|chan|map|range|nil|null|true|false|None|True|False|self|this|new)\b)/g;
+  let last = 0;
+  for (const m of code.matchAll(re)) {
+    if (m.index > last) pre.append(code.slice(last, m.index));
+    const cls = m[2] ? "kw" : (m[1].startsWith("//") || m[1].startsWith("#")) ? "cm" : "str";
+    pre.append(el("span", m[0], cls));
+    last = m.index + m[0].length;
+  }
+  if (last < code.length) pre.append(code.slice(last));
 }
 
 function renderDiff() {
@@ -254,12 +368,17 @@ function renderDiff() {
     if (line.startsWith("+") && !line.startsWith("+++")) { cls = "add"; cur.add++; }
     else if (line.startsWith("-") && !line.startsWith("---")) { cls = "del"; cur.del++; }
     else if (line.startsWith("@@")) cls = "hunk";
-    else if (/^(diff --git|index |--- |\+\+\+ |new file|deleted file|similarity|rename )/.test(line)) cls = "meta";
-    cur.lines.push(el("pre", line || " ", cls));
+    else if (/^(diff --git|index |--- |\+\+\+ |new file|deleted file|similarity|rename |old mode|new mode|Binary )/.test(line)) cls = "meta";
+    const pre = el("pre", null, cls);
+    if (cls === "" || cls === "add" || cls === "del") colour(pre, line.slice(0, 1), line.slice(1));
+    else pre.textContent = line || " ";
+    if (!pre.textContent) pre.textContent = " ";
+    cur.lines.push(pre);
   }
   box.replaceChildren(...files.map((f) => {
-    const d = el("div", null, "file");
-    d.append(el("h3", f.path ? `${f.path}  +${f.add} −${f.del}` : "—"), ...f.lines);
+    const d = el("details", null, "file");
+    d.open = true;
+    d.append(el("summary", f.path ? `${f.path}  +${f.add} −${f.del}` : "—"), ...f.lines);
     return d;
   }));
 }
@@ -267,7 +386,7 @@ function renderDiff() {
 // landing asks for a confirmation on the page, then sends command.
 function landing(question, command) {
   st.pendingAction = { question, command };
-  render();
+  mark("diff");
 }
 
 function tokenTotal(t) {
@@ -280,38 +399,101 @@ function duration(ms) {
   return s < 60 ? `${s}s` : s < 3600 ? `${Math.floor(s / 60)}m${s % 60}s` : `${Math.floor(s / 3600)}h${Math.floor(s % 3600 / 60)}m`;
 }
 
-// renderIntel shows fleetIntel: what past runs say, and the suggestions,
-// each accepted or dismissed with /fleet-intel.
+function pct(x) { return x === undefined || x === null ? "–" : Math.round(x * 100) + "%"; }
+function when(ms) { return ms ? new Date(ms).toLocaleString() : ""; }
+
+// table returns a table of rows (arrays of cell text) under head.
+function table(head, rows) {
+  const t = el("table");
+  const tr = el("tr");
+  for (const h of head) tr.append(el("th", h));
+  t.append(el("thead"));
+  t.tHead.append(tr);
+  const tb = el("tbody");
+  for (const r of rows) {
+    const row = el("tr");
+    for (const c of r) row.append(c instanceof Node ? wrapTd(c) : el("td", c ?? ""));
+    tb.append(row);
+  }
+  t.append(tb);
+  return t;
+}
+
+function wrapTd(node) { const td = el("td"); td.append(node); return td; }
+
+function span(...kids) { const s = el("span"); s.append(...kids); return s; }
+
+// renderIntel shows the four intelligence snapshots: fleetIntel (what past
+// runs say, suggestions to accept or dismiss with /fleet-intel, skills),
+// fleetEvolution (/learn's shadows and applied history), fleetStore (the
+// store's contents) and fleetExperiment.
 function renderIntel() {
   const i = st.intel;
   const sum = i && i.summary;
-  $("intel-summary").textContent = sum ? `${sum.totalAgentRuns} runs · ${Math.round((sum.successRate || 0) * 100)}% succeeded · ${sum.failedRuns} failed · ${sum.totalTokens} tokens` : "";
+  $("intel-summary").textContent = sum ? `${sum.totalAgentRuns} runs · ${Math.round((sum.successRate || 0) * 100)}% succeeded · ${sum.failedRuns} failed · ${sum.totalTokens} tokens · ${sum.sessionCount} sessions` : "";
   $("intel-errors").textContent = sum && (sum.topErrors || []).length ? "top errors: " + sum.topErrors.map((e) => `${e.message} (${e.count})`).join(" · ") : "";
-  const box = $("intel-suggestions");
-  box.replaceChildren(...((i && i.suggestions) || []).map((g) => {
+  const sugg = (i && i.suggestions) || [];
+  $("intel-suggestions").replaceChildren(...(sugg.length ? [el("h3", "Suggestions")] : []), ...sugg.map((g) => {
     const d = el("div", null, "req");
     d.dataset.id = g.id;
-    d.append(el("span", `${g.title} (${g.suggestionType}, ${Math.round(g.confidence * 100)}%) `));
-    for (const [label, verb] of [["accept", "accept"], ["dismiss", "dismiss"]]) {
-      const b = el("button", label);
-      b.type = "button";
-      b.onclick = () => post({ type: "prompt", text: `/fleet-intel ${verb} ${g.id}` });
-      d.append(b);
-    }
+    d.append(el("span", `${g.title} (${g.suggestionType}, ${Math.round(g.confidence * 100)}%) `),
+      button("accept", () => post({ type: "prompt", text: `/fleet-intel accept ${g.id}` })),
+      button("dismiss", () => post({ type: "prompt", text: `/fleet-intel dismiss ${g.id}` })));
     return d;
   }));
+  const skills = (i && i.skills) || [];
+  $("intel-skills").replaceChildren(...(skills.length ? [el("h3", "Skills"), table(["skill", "uses", "last used", "crew"],
+    skills.map((s) => [s.name, s.uses, when(s.lastUsedAt), s.crew || ""]))] : []));
+
+  const ev = st.evolution;
+  const evBox = [];
+  if (ev && (ev.shadows || []).length) {
+    evBox.push(el("h3", "Evolution: shadows on trial"), table(["shadow", "skill", "change", "status", "trials", "baseline → candidate", ""],
+      ev.shadows.map((s) => [s.id, s.skill, s.summary, s.status || "", s.trials ?? "", `${pct(s.baselineSuccessRate)} → ${pct(s.candidateSuccessRate)}`,
+        span(button("apply", () => post({ type: "prompt", text: `/learn apply ${s.id}` })), button("reject", () => post({ type: "prompt", text: `/learn reject ${s.id}` })))])));
+  }
+  if (ev && (ev.timeline || []).length) {
+    evBox.push(el("h3", "Evolution: applied"), table(["id", "skill", "change", "applied", "version", "success before → after"],
+      ev.timeline.map((r) => [r.id, r.skill, r.summary, when(r.appliedAt), r.version ?? "", `${pct(r.successRateBefore)} → ${pct(r.successRateAfter)}`])));
+  }
+  if (ev && (ev.skills || []).length) {
+    evBox.push(el("h3", "Evolution: skills"), table(["skill", "uses", "success", "evolutions", "last evolved"],
+      ev.skills.map((s) => [s.name, s.uses, pct(s.successRate), s.evolutionCount, when(s.lastEvolvedAt)])));
+  }
+  $("intel-evolution").replaceChildren(...evBox);
+
+  const so = st.store;
+  const soBox = [];
+  if (so) {
+    soBox.push(el("h3", "Store"), el("div", (so.counts || []).map((c) => `${c.name} ${c.count}`).join(" · ") || "empty", "dim"));
+    if ((so.sessions || []).length) {
+      soBox.push(table(["session", "name", "started", "tokens", "runs", "failed", "duration"],
+        so.sessions.map((s) => [s.id, s.name || "", when(s.startedAt), s.totalTokens, s.agentRuns, s.failedRuns ?? "", s.durationMs ? duration(s.durationMs) : ""])));
+    }
+    if ((so.steering || []).length) {
+      soBox.push(el("h3", "Steering"), table(["when", "from", "insight"], so.steering.map((s) => [when(s.createdAt), s.source || "", s.text])));
+    }
+  }
+  $("intel-store").replaceChildren(...soBox);
+
+  const ex = (st.experiment && st.experiment.experiments) || [];
+  $("intel-experiments").replaceChildren(...(ex.length ? [el("h3", "Experiments"), table(["experiment", "status", "variants", "latest run", "winner"],
+    ex.map((e) => {
+      const r = e.latestRun;
+      const runs = r ? (r.variants || []).map((v) => `${v.variant}: mean ${Math.round(v.mean * 100) / 100}, pass ${pct(v.passRate)}${v.lift !== undefined && v.lift !== null ? ", lift " + pct(v.lift) : ""} (${v.samples})`).join(" · ") : "not run yet";
+      return [`${e.name} (${e.id})`, e.status, (e.variants || []).join(", "), runs, r ? r.winner || "inconclusive" : ""];
+    }))] : []));
 }
 
 function renderTasks() {
   const t = (st.state && st.state.tasks) || { items: [] };
   $("task-counts").textContent = st.state ? `${t.total ?? 0} tasks · ${t.done ?? 0} done · ${t.running ?? 0} running · ${t.pending ?? 0} pending · ${t.blocked ?? 0} blocked` : "";
   const tb = $("tasks").tBodies[0];
-  tb.replaceChildren();
-  for (const i of t.items || []) {
+  tb.replaceChildren(...(t.items || []).map((i) => {
     const tr = el("tr");
     for (const v of [i.id, i.status, i.owner || "", i.subject, i.waitReason || ""]) tr.append(el("td", v));
-    tb.append(tr);
-  }
+    return tr;
+  }));
 }
 
 function renderRequests() {
@@ -328,21 +510,16 @@ function renderRequests() {
     d.dataset.id = r.id;
     if (r.type === "confirmRequest") {
       d.append(el("div", `confirm ${r.id}`, "dim"), el("pre", r.summary));
-      const yes = el("button", "Approve"), no = el("button", "Deny");
-      yes.onclick = () => answer({ type: "confirmResponse", id: r.id, approve: true });
-      no.onclick = () => answer({ type: "confirmResponse", id: r.id, approve: false });
-      d.append(yes, no);
+      d.append(button("Approve", () => answer({ type: "confirmResponse", id: r.id, approve: true })),
+        button("Deny", () => answer({ type: "confirmResponse", id: r.id, approve: false })));
     } else {
       d.append(el("div", `ask ${r.id}`, "dim"), el("pre", r.question));
-      for (const c of r.choices || []) {
-        const b = el("button", c.label);
-        b.onclick = () => answer({ type: "askResponse", id: r.id, text: c.value });
-        d.append(b);
-      }
+      for (const c of r.choices || []) d.append(button(c.label, () => answer({ type: "askResponse", id: r.id, text: c.value })));
       if (r.allowFreeform !== false || !(r.choices || []).length) {
         const f = el("form");
         const i = el("input");
         i.placeholder = "answer";
+        i.setAttribute("aria-label", "answer");
         f.append(i, el("button", "Answer"));
         f.onsubmit = (e) => { e.preventDefault(); answer({ type: "askResponse", id: r.id, text: i.value }); };
         d.append(f);
@@ -352,55 +529,259 @@ function renderRequests() {
   }
 }
 
+// gitText says how a worker's branch stands against its base.
+function gitText(g) {
+  if (!g || !g.branch) return "";
+  const p = [g.branch];
+  if (g.worktreeMissing) p.push("worktree missing");
+  p.push(`↑${g.ahead ?? 0} ↓${g.behind ?? 0}`);
+  if (g.merged) p.push("merged" + (g.mergedInto ? " into " + g.mergedInto : ""));
+  else if (g.mergeable === true) p.push("mergeable");
+  else if (g.mergeable === false) p.push("conflicts" + ((g.conflicts || []).length ? ": " + g.conflicts.join(", ") : ""));
+  if (g.filesChanged) p.push(`${g.filesChanged} file${g.filesChanged === 1 ? "" : "s"} +${g.linesAdded ?? 0} −${g.linesRemoved ?? 0}`);
+  if (g.uncommitted) p.push(`${g.uncommitted} uncommitted`);
+  return p.join(" · ");
+}
+
 function renderWorkers() {
   const tb = $("workers").tBodies[0];
-  tb.replaceChildren();
-  for (const w of st.workers) {
-    const g = w.git || {};
+  tb.replaceChildren(...st.workers.map((w) => {
     const tr = el("tr");
     tr.dataset.id = w.id;
     if (w.id === st.selected) tr.className = "selected";
-    for (const v of [w.name || w.id, w.status, w.taskId || "", w.host || "", g.branch || "", w.toolUseCount ?? 0, w.tokenCount ?? 0, w.recentActivity || ""]) tr.append(el("td", v));
-    const d = el("button", "diff");
-    d.type = "button";
-    d.onclick = (e) => { e.stopPropagation(); openDiff(w.id); };
-    const td = el("td");
-    td.append(d);
-    tr.append(td);
-    tr.onclick = () => { st.selected = w.id; render(); };
-    tb.append(tr);
-  }
+    const g = w.git;
+    for (const v of [w.name || w.id, w.status, w.taskId || "", w.host || "", w.toolUseCount ?? 0, w.tokenCount ?? 0, w.recentActivity || ""]) tr.append(el("td", v));
+    const gt = el("td", gitText(g), "git");
+    if (g && (g.files || []).length) gt.title = g.files.map((f) => `${f.status} ${f.path} +${f.added} −${f.removed}`).join("\n");
+    tr.insertBefore(gt, tr.children[4]);
+    tr.append(wrapTd(button("diff", (e) => { e.stopPropagation(); openDiff(w.id); })));
+    tr.onclick = () => select(w.id);
+    return tr;
+  }));
 }
 
-function renderTranscript() {
+function select(id) {
+  st.selected = id;
+  mark("workers");
+  mark("transcript-all");
+}
+
+function toolNode(item) {
+  const d = el("details", null, "tool" + (item.isError ? " error" : ""));
+  const state = item.done ? (item.isError ? "failed" : "done") + (item.durationMs !== undefined ? ` in ${Math.round(item.durationMs)} ms` : "") : "running…";
+  d.append(el("summary", `⚙ ${item.tool}${item.detail ? ": " + firstLine(item.detail) : ""} — ${state}`));
+  if (item.input !== undefined && item.input !== null) { d.append(el("div", "input", "dim"), el("pre", JSON.stringify(item.input, null, 2))); }
+  if (item.done) { d.append(el("div", "result", "dim"), el("pre", item.result || "(none)")); }
+  return d;
+}
+
+function itemNode(item) {
+  if (item.type === "tool") return toolNode(item);
+  if (item.kind === "reasoning") {
+    const d = el("details", null, "reasoning");
+    d.append(el("summary", "reasoning: " + firstLine(item.text).slice(0, 100)), el("pre", item.text));
+    return d;
+  }
+  return el("div", item.text, "line " + (item.role || ""));
+}
+
+function renderTranscript(full) {
   const pane = $("transcript-pane");
   pane.hidden = !st.selected;
   if (!st.selected) return;
   $("transcript-of").textContent = st.selected;
-  const t = st.transcripts.get(st.selected) || { lines: [], dropped: 0 };
+  const t = st.transcripts.get(st.selected) || { items: [], dropped: 0 };
   $("transcript-missed").textContent = t.dropped ? `${t.dropped} older lines not shown` : "";
   const box = $("transcript");
-  box.replaceChildren(...t.lines.map((l) => el("div", l.text, "line " + (l.role || ""))));
-  box.scrollTop = box.scrollHeight;
+  const stick = box.scrollTop + box.clientHeight >= box.scrollHeight - 20;
+  if (full) {
+    box.replaceChildren(...t.items.map((i) => (i.node = itemNode(i))));
+  } else {
+    const frag = document.createDocumentFragment();
+    for (let k = t.items.length - 1; k >= 0 && !t.items[k].node; k--) frag.prepend(t.items[k].node = itemNode(t.items[k]));
+    box.append(frag);
+  }
+  if (stick || full) box.scrollTop = box.scrollHeight;
 }
 
 const conversation = new Set(["user", "reply", "assistant", "system", "tool"]);
 
-function renderFeed() {
+function feedShown(e) {
+  return (!st.feedKind || e.kind === st.feedKind || (st.feedKind === "conversation" && conversation.has(e.kind))) &&
+    (!st.feedWho || e.who === st.feedWho);
+}
+
+function feedNode(e) {
+  return el("div", (e.kind === "user" || e.kind === "reply") && e.who ? e.who + ": " + e.text : e.text, "line " + e.kind);
+}
+
+let feedAgents = "";
+function renderFeed(full) {
   $("missed").textContent = st.feedDropped ? `${st.feedDropped} older entries not shown` : "";
-  const who = $("feed-who");
   const agents = [...new Set(st.feed.map((e) => e.who).filter((w) => w && w !== "fleet"))].sort();
-  if (who.options.length !== agents.length + 1) {
-    who.replaceChildren(el("option", "every worker"), ...agents.map((a) => el("option", a)));
-    who.options[0].value = "";
+  if (agents.join("\n") !== feedAgents) {
+    feedAgents = agents.join("\n");
+    const who = $("feed-who");
+    const all = el("option", "every worker");
+    all.value = "";
+    who.replaceChildren(all, ...agents.map((a) => el("option", a)));
     who.value = agents.includes(st.feedWho) ? st.feedWho : "";
   }
-  const shown = st.feed.filter((e) =>
-    (!st.feedKind || e.kind === st.feedKind || (st.feedKind === "conversation" && conversation.has(e.kind))) &&
-    (!st.feedWho || e.who === st.feedWho));
   const box = $("feed");
-  box.replaceChildren(...shown.map((e) => el("div", (e.kind === "user" || e.kind === "reply") && e.who ? e.who + ": " + e.text : e.text, "line " + e.kind)));
-  box.scrollTop = box.scrollHeight;
+  const stick = box.scrollTop + box.clientHeight >= box.scrollHeight - 20;
+  if (full) {
+    for (const e of st.feed) e.node = null;
+    box.replaceChildren(...st.feed.filter(feedShown).map((e) => (e.node = feedNode(e))));
+  } else {
+    const frag = document.createDocumentFragment();
+    for (let k = st.feed.length - 1; k >= 0 && st.feed[k].node === undefined; k--) {
+      const e = st.feed[k];
+      e.node = feedShown(e) ? feedNode(e) : null;
+      if (e.node) frag.prepend(e.node);
+    }
+    box.append(frag);
+  }
+  if (stick || full) box.scrollTop = box.scrollHeight;
+}
+
+// Native roots (docs/native-roots.md): the page asks through the server,
+// which pairs each request with its result. A mutation carries the
+// revision shown and an operationId minted here once; when its result is
+// uncertain (no answer came), the retry sends the very same body, which
+// the fleet applies at most once.
+function randomHex(n) {
+  const b = new Uint8Array(n);
+  crypto.getRandomValues(b);
+  return [...b].map((x) => x.toString(16).padStart(2, "0")).join("");
+}
+
+async function nativeCall(req) {
+  const n = st.native;
+  n.busy = true;
+  mark("native");
+  let r, body;
+  try {
+    r = await fetch(`/api/fleets/${encodeURIComponent(st.fleet)}/native`, {
+      method: "POST", headers: { "Content-Type": "application/json" }, body: JSON.stringify(req),
+    });
+    body = await r.json().catch(() => ({}));
+  } catch (err) {
+    r = { ok: false, status: 0 };
+    body = { error: String(err), uncertain: !!req.operationId };
+  }
+  n.busy = false;
+  if (r.ok) {
+    if (n.uncertain && n.uncertain.operationId === req.operationId) n.uncertain = null;
+    nativeResult(req, body.result || {});
+  } else if (body.uncertain || (r.status === 0 && req.operationId)) {
+    n.uncertain = req;
+    n.last = `${req.action} at revision ${req.expectedRevision}: uncertain — ${body.error || "no answer"}. Retry sends it again with the same operation id (${req.operationId}); the fleet applies it at most once.`;
+    n.lastErr = true;
+  } else {
+    n.last = `${req.action}: ${body.error || "error " + r.status}`;
+    n.lastErr = true;
+  }
+  mark("native");
+}
+
+function nativeResult(req, res) {
+  const n = st.native;
+  switch (res.kind) {
+    case "roots": {
+      n.roots = res.roots || [];
+      const replaced = new Set(n.roots.map((x) => x.previousRootId).filter(Boolean));
+      const cur = n.roots.find((x) => x.id === n.rootId) || n.roots.find((x) => !replaced.has(x.id)) || n.roots[0];
+      n.rootId = cur ? cur.id : "";
+      n.last = `${n.roots.length} root${n.roots.length === 1 ? "" : "s"} listed`; n.lastErr = false;
+      if (n.rootId) nativeCall({ action: "status", rootId: n.rootId });
+      break;
+    }
+    case "status": n.status = res.root || null; if (n.status) n.rootId = n.status.id; break;
+    case "receipt": {
+      const rc = res.receipt || {};
+      n.last = `receipt: ${rc.action} root ${rc.rootId} → revision ${rc.revision}, ${rc.status} (operation ${rc.operationId})` +
+        (rc.status === "persisted" ? " — recorded, not yet carried out: the status below follows what the fleet reaches" : "");
+      n.lastErr = false;
+      if (n.rootId) nativeCall({ action: "status", rootId: n.rootId });
+      break;
+    }
+    case "policy-admission":
+      n.last = `policy admission: new root ${res.rootId}${res.previousRootId ? ", previous root " + res.previousRootId + (res.previousRootUnchanged ? " unchanged" : "") : ""}`;
+      n.lastErr = false;
+      if (res.rootId) n.rootId = res.rootId;
+      break;
+    case "error": {
+      const texts = {
+        revision_conflict: `conflict: the root changed since you looked (you saw revision ${req.expectedRevision}); it is shown again below, decide again`,
+        operation_id_reused: "refused: that operation id was already used for a different request",
+        native_mode_required: "not a native session: native controls need a fleet started with --native-root",
+        unknown_root: "unknown root: load the roots again",
+      };
+      n.last = (texts[res.code] || "error " + res.code) + (res.message ? " — " + res.message : "");
+      n.lastErr = true;
+      if (res.code === "revision_conflict" && n.rootId) nativeCall({ action: "status", rootId: n.rootId });
+      break;
+    }
+  }
+}
+
+// nativeAsk asks for a confirmation on the page before a mutation of the
+// root shown, at the revision shown.
+function nativeAsk(action, extra, what) {
+  const s = st.native.status;
+  if (!s) return;
+  const req = Object.assign({ action, rootId: s.id, operationId: "web-op-" + randomHex(8), expectedRevision: s.revision }, extra);
+  st.native.ask = { question: `${what || action} — root ${s.id} at revision ${s.revision}?`, req };
+  mark("native");
+}
+
+function renderNative() {
+  const n = st.native;
+  $("native-confirm").hidden = !n.ask;
+  $("native-question").textContent = n.ask ? n.ask.question : "";
+  $("native-retry").hidden = !n.uncertain;
+  $("native-last").textContent = n.busy ? "waiting for the fleet…" : n.last;
+  $("native-last").className = n.lastErr && !n.busy ? "bad" : "dim";
+  const box = $("native");
+  const out = [];
+  if (n.roots.length > 1) {
+    const sel = el("select");
+    sel.setAttribute("aria-label", "root");
+    for (const r of n.roots) { const o = el("option", `${r.id} rev ${r.revision} · ${r.intent} · ${r.phase}`); o.value = r.id; sel.append(o); }
+    sel.value = n.rootId;
+    sel.onchange = () => { n.rootId = sel.value; nativeCall({ action: "status", rootId: n.rootId }); };
+    out.push(sel);
+  }
+  const s = n.status;
+  if (s) {
+    out.push(el("div", `root ${s.id} · revision ${s.revision} · intent ${s.intent} · phase ${s.phase}`, "name"),
+      el("div", `grant: session ${s.grant ? s.grant.sessionId : ""} · policy ${s.grant ? s.grant.policyVersion : ""}${s.previousRootId ? " · previous root " + s.previousRootId : ""}`, "dim"));
+    out.push(span(button("pause", () => nativeAsk("pause")), button("resume", () => nativeAsk("resume")), button("stop", () => nativeAsk("stop"))));
+    const rationale = el("input");
+    rationale.placeholder = "rationale (needed to approve or deny)";
+    rationale.id = "native-rationale";
+    rationale.setAttribute("aria-label", "rationale");
+    const decide = (verdict, t) => {
+      const why = $("native-rationale").value.trim();
+      if (!why) { n.last = "approve and deny need a rationale"; n.lastErr = true; mark("native"); return; }
+      nativeAsk(verdict, { taskId: t.id, rationale: why }, `${verdict} task ${t.id} (${why})`);
+    };
+    out.push(el("h3", `Tasks (${(s.tasks || []).length})`), rationale, table(["task", "subject", "state", "attempts", "evidence", ""],
+      (s.tasks || []).map((t) => [t.id, t.subject, t.state, t.attempts, t.evidenceHash ? t.evidenceHash.slice(0, 12) : "",
+        t.evidenceHash ? span(button("approve", () => decide("approve", t)), button("deny", () => decide("deny", t))) : ""])));
+    out.push(el("h3", `Holds (${(s.holds || []).length})`), table(["hold", "reason", "task", "since", ""],
+      (s.holds || []).map((h) => [h.holdHash.slice(0, 12), h.reason, h.taskId || "", when(h.createdAt),
+        button("release", () => nativeAsk("release", { holdHash: h.holdHash }, `release hold ${h.holdHash.slice(0, 12)}`))])));
+    out.push(el("h3", `Decisions (${(s.decisions || []).length})`), table(["decision", "task", "verdict", "rationale", "consumed"],
+      (s.decisions || []).map((d) => [d.id, d.taskId, d.verdict, d.rationale, d.consumed ? "yes" : ""])));
+    const uncertain = (s.effects || []).filter((e) => e.state === "uncertain").length;
+    out.push(el("div", `effects: ${(s.effects || []).length}${uncertain ? ` (${uncertain} uncertain)` : ""}`, uncertain ? "bad" : "dim"));
+    out.push(el("h3", `Pending receipts (${(s.pendingReceipts || []).length})`), table(["operation", "action", "revision", "status"],
+      (s.pendingReceipts || []).map((r) => [r.operationId, r.action, r.revision, r.status])));
+  } else {
+    out.push(el("div", "press load for the fleet's native roots (native sessions only: fleet run --native-root)", "dim"));
+  }
+  box.replaceChildren(...out);
 }
 
 async function post(frame) {
@@ -412,7 +793,7 @@ async function post(frame) {
   return r.ok;
 }
 
-function answer(frame) { post(frame); }
+function answer(frame) { st.mine.add(frame.id); post(frame); }
 
 function flash(text) { $("flash").textContent = text; }
 
@@ -422,7 +803,8 @@ $("prompt-form").onsubmit = async (e) => {
   const text = i.value;
   if (!text.trim() || !st.fleet) return;
   if (await post({ type: "prompt", text })) {
-    st.history.push(text); st.histPos = st.history.length; i.value = ""; $("complete").textContent = "";
+    st.history.push(text); st.histPos = st.history.length; $("complete").textContent = "";
+    if (i.value === text) i.value = ""; // not what was typed since
   }
 };
 
@@ -441,20 +823,25 @@ $("prompt").onkeydown = (e) => {
   }
 };
 
-$("transcript-close").onclick = () => { st.selected = ""; render(); };
-$("diff-close").onclick = () => { st.diff = null; st.pendingAction = null; render(); };
+$("transcript-close").onclick = () => select("");
+$("diff-close").onclick = () => { st.diff = null; st.pendingAction = null; mark("diff"); };
 $("diff-merge").onclick = () => landing(`Merge ${st.diff.worker} into its base branch?`, `/merge ${st.diff.worker}`);
+$("diff-apply").onclick = () => landing(`Apply ${st.diff.worker}'s change to the repository's work tree (uncommitted, not staged)?`, `/apply ${st.diff.worker}`);
 $("diff-pr").onclick = () => landing(`Push ${st.diff.worker}'s branch and open a pull request?`, `/pr ${st.diff.worker}`);
 $("diff-cancel").onclick = () => landing(`Stop ${st.diff.worker}'s task?`, `/cancel ${st.diff.worker}`);
 $("diff-yes").onclick = async () => {
   const a = st.pendingAction;
   st.pendingAction = null;
-  render();
+  mark("diff");
   if (a && await post({ type: "prompt", text: a.command })) flash("sent: " + a.command);
 };
-$("diff-no").onclick = () => { st.pendingAction = null; render(); };
-$("feed-kind").onchange = (e) => { st.feedKind = e.target.value; render(); };
-$("feed-who").onchange = (e) => { st.feedWho = e.target.value; render(); };
+$("diff-no").onclick = () => { st.pendingAction = null; mark("diff"); };
+$("native-load").onclick = () => nativeCall({ action: "list" });
+$("native-yes").onclick = () => { const a = st.native.ask; st.native.ask = null; if (a) nativeCall(a.req); };
+$("native-no").onclick = () => { st.native.ask = null; mark("native"); };
+$("native-retry").onclick = () => { const u = st.native.uncertain; if (u) nativeCall(u); };
+$("feed-kind").onchange = (e) => { st.feedKind = e.target.value; mark("feed-all"); };
+$("feed-who").onchange = (e) => { st.feedWho = e.target.value; mark("feed-all"); };
 $("help-button").onclick = () => { $("help").hidden = !$("help").hidden; };
 $("notify").onclick = async () => {
   if (!("Notification" in window)) { flash("this browser has no notifications"); return; }
@@ -462,19 +849,24 @@ $("notify").onclick = async () => {
   flash(p === "granted" ? "you will be notified of requests while this tab is in the background" : "notifications: " + p);
 };
 
+const jumps = { w: "workers-pane", t: "tasks-pane", l: "timeline-pane", i: "intel-pane", n: "native-pane", f: "feed-pane" };
+
 document.addEventListener("keydown", (e) => {
   const typing = e.target instanceof HTMLInputElement || e.target instanceof HTMLSelectElement;
   if (e.key === "Escape") {
     if (!$("help").hidden) $("help").hidden = true;
     else if (typing) e.target.blur();
-    else if (st.selected) { st.selected = ""; render(); }
+    else if (st.diff) { st.diff = null; st.pendingAction = null; mark("diff"); }
+    else if (st.selected) select("");
     return;
   }
   if (typing || e.ctrlKey || e.metaKey || e.altKey) return;
   if (e.key === "?") { $("help").hidden = !$("help").hidden; }
   else if (e.key === "/") { e.preventDefault(); $("prompt").focus(); }
   else if (e.key === "r") { focusRequest(""); }
-  else if (/^[1-9]$/.test(e.key)) { const w = st.workers[Number(e.key) - 1]; if (w) { st.selected = w.id; render(); } }
+  else if (e.key === "d" && st.selected) { openDiff(st.selected); }
+  else if (jumps[e.key]) { $(jumps[e.key]).scrollIntoView({ block: "start" }); }
+  else if (/^[1-9]$/.test(e.key)) { const w = st.workers[Number(e.key) - 1]; if (w) select(w.id); }
 });
 $("picker").onchange = (e) => { reset(); open(e.target.value); };
 
