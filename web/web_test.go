@@ -46,6 +46,7 @@ func (b *backend) AnswerAsk(id, text, _ string) error {
 	b.mu.Unlock()
 	return nil
 }
+
 // Native lists one root and gives a receipt for pause; stop is held until
 // the connection ends (a result that never comes).
 func (b *backend) Native(ctx context.Context, req *protocol.NativeRequest) protocol.NativeResult {
