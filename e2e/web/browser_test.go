@@ -25,6 +25,7 @@ import (
 	"github.com/chromedp/chromedp/kb"
 
 	"github.com/agents-fleet/fleet/client"
+	"github.com/agents-fleet/fleet/internal/modelmock"
 	"github.com/agents-fleet/fleet/protocol"
 	"github.com/agents-fleet/fleet/registry"
 )
@@ -244,7 +245,9 @@ func (e *env) prompt(t *testing.T, text string) {
 // click clicks the element an XPath finds.
 func (e *env) click(t *testing.T, xpath string) {
 	t.Helper()
-	if err := chromedp.Do(e.ctx, chromedp.Click(chromedp.Search(xpath))); err != nil {
+	ctx, cancel := context.WithTimeout(e.ctx, bound)
+	defer cancel()
+	if err := chromedp.Do(ctx, chromedp.Click(chromedp.Search(xpath))); err != nil {
 		t.Fatalf("click %s: %v", xpath, err)
 	}
 }
@@ -639,5 +642,81 @@ func TestBrowserDiffMergeApplyCancel(t *testing.T) {
 	testwait(t, "t3 ended", func() bool {
 		return eval[string](t, ctx, `[...document.querySelectorAll("#tasks tbody tr")].filter((r) => r.cells[0].textContent === "t3").map((r) => r.cells[1].textContent).join()`) == "failed"
 	})
+	noHostile(t, ctx)
+}
+
+// TestBrowserClaudeNativeFleet: a Claude Code fleet (the real CLI against
+// the scripted model endpoint) in a native session, from the page: a
+// permission prompt approved, the worker's tool call with its input and
+// result in its transcript, a tool request the policy names approved
+// through the native root with a rationale at the revision shown, and the
+// root paused.
+func TestBrowserClaudeNativeFleet(t *testing.T) {
+	bin := modelmock.RequireCLI(t, "claude")
+	u := modelmock.Usage{Input: 200, Output: 15}
+	mock, err := modelmock.Start(modelmock.Script{Rules: []modelmock.Rule{
+		{Name: "b", Match: "worker-b:", Turns: []modelmock.Turn{
+			{Usage: u, ToolCalls: []modelmock.ToolCall{{Name: "Bash", Input: map[string]any{"command": "echo bye > bye.txt", "description": "write bye.txt"}}}},
+			{Text: "Finished with bye.txt.", Usage: u},
+		}},
+		{Name: "push", Match: "pusher:", Turns: []modelmock.Turn{
+			{Usage: u, ToolCalls: []modelmock.ToolCall{{Name: "Bash", Input: map[string]any{"command": "git push origin main", "description": "push"}}}},
+			{Text: "push attempted", Usage: u},
+		}},
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { mock.Close() })
+	cfg := map[string]any{
+		"limits": map[string]any{"stallGraceMs": 5000},
+		"providers": map[string]any{"claude": map[string]any{"path": bin, "env": map[string]string{
+			"HOME": t.TempDir(), "ANTHROPIC_BASE_URL": mock.URL(), "ANTHROPIC_API_KEY": "sk-test"}}},
+	}
+	e := setup(t, fleetOpts{git: true, args: []string{"--provider", "claude", "--native-root"}, config: cfg})
+	ctx := e.ctx
+	e.open(t)
+	waitText(ctx, t, "#fleet-info", "claude")
+
+	// An ordinary permission prompt, approved from the page.
+	e.prompt(t, "/spawn worker-b: create bye.txt saying bye")
+	waitText(ctx, t, "#req-list", "echo bye > bye.txt")
+	e.click(t, `//div[@id="req-list"]//button[text()="Allow once"]`)
+	e.click(t, `//tr[@data-id="w1"]`)
+	waitText(ctx, t, "#transcript", "Finished with bye.txt.")
+	waitText(ctx, t, "#transcript details.tool summary", "Bash")
+	waitText(ctx, t, "#transcript details.tool", `"command": "echo bye > bye.txt"`)
+	screenshot(ctx, t, "transcript-claude.png")
+
+	// A tool request the confirm policy names waits for a native decision.
+	e.prompt(t, "/spawn pusher: push it")
+	testwait(t, "t2.p1 waiting for a decision in the native root", func() bool {
+		eval[bool](t, ctx, `document.getElementById("native-load").click() || true`)
+		time.Sleep(500 * time.Millisecond) // the reload's round trip; the condition is polled
+		return strings.Contains(eval[string](t, ctx, `document.getElementById("native").textContent`), "t2.p1")
+	})
+	if err := chromedp.Do(ctx, chromedp.SendKeys(chromedp.ID("native-rationale"), "reviewed the push")); err != nil {
+		t.Fatal(err)
+	}
+	e.click(t, `//div[@id="native"]//tr[td[1][text()="t2.p1"]]//button[text()="approve"]`)
+	waitText(ctx, t, "#native-question", "approve task t2.p1 (reviewed the push)")
+	waitText(ctx, t, "#native-question", "at revision")
+	e.click(t, `//button[@id="native-yes"]`)
+	waitText(ctx, t, "#native-last", "receipt: approve")
+	e.click(t, `//tr[@data-id="w2"]`)
+	waitText(ctx, t, "#transcript", "push attempted")
+	waitText(ctx, t, "#native", "approve")
+
+	// Pause the root at the revision shown.
+	rev := eval[string](t, ctx, `document.querySelector("#native .name").textContent`)
+	e.click(t, `//div[@id="native"]//button[text()="pause"]`)
+	waitText(ctx, t, "#native-question", "pause — root")
+	e.click(t, `//button[@id="native-yes"]`)
+	waitText(ctx, t, "#native-last", "receipt: pause")
+	waitText(ctx, t, "#native .name", "intent pause")
+	if after := eval[string](t, ctx, `document.querySelector("#native .name").textContent`); after == rev {
+		t.Fatalf("the root shown did not move on: %s", after)
+	}
+	screenshot(ctx, t, "native.png")
 	noHostile(t, ctx)
 }
