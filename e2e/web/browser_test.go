@@ -234,12 +234,14 @@ func (e *env) open(t *testing.T) {
 	waitText(e.ctx, t, "#fleet-name", "webfleet")
 }
 
-// prompt sends text from the page's prompt box.
+// prompt sends text from the page's prompt box and waits until the page
+// has sent it (the box is emptied once the fleet took it).
 func (e *env) prompt(t *testing.T, text string) {
 	t.Helper()
 	if err := chromedp.Do(e.ctx, chromedp.SetValue(chromedp.ID("prompt"), text), chromedp.Click(chromedp.CSS("#prompt-form button"))); err != nil {
 		t.Fatal(err)
 	}
+	testwait(t, "the prompt sent", func() bool { return eval[string](t, e.ctx, `document.getElementById("prompt").value`) == "" })
 }
 
 // click clicks the element an XPath finds.
@@ -332,7 +334,7 @@ func TestBrowserConsole(t *testing.T) {
 	// The header, and intel's summary of the runs.
 	waitText(ctx, t, "#fleet-info", "0/1 workers")
 	waitText(ctx, t, "#intel-summary", "1 runs · 100% succeeded")
-	screenshot(ctx, t, "overview.png")
+	screenshot(ctx, t, "overview.png", "")
 
 	// The timeline draws a bar for the worker, from fleetAnalytics.
 	waitText(ctx, t, "#timeline", "w1")
@@ -361,7 +363,7 @@ func TestBrowserConsole(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitText(ctx, t, "#help", "type a prompt")
-	screenshot(ctx, t, "help.png")
+	screenshot(ctx, t, "help.png", "")
 	if err := chromedp.Do(ctx, chromedp.KeyEvent(kb.Escape), chromedp.WaitNotVisible(chromedp.ID("help"))); err != nil {
 		t.Fatal(err)
 	}
@@ -396,7 +398,7 @@ func TestBrowserConsole(t *testing.T) {
 	}()
 	e.prompt(t, `$ echo '::ask::{"question":"Which env?","choices":["staging","prod"]}'; read env; echo "deploying to $env"`)
 	waitText(ctx, t, "#req-list", "Which env?")
-	screenshot(ctx, t, "request.png")
+	screenshot(ctx, t, "request.png", "#requests")
 	if title := eval[string](t, ctx, `document.title`); !strings.HasPrefix(title, "(1)") {
 		t.Fatalf("title %q; want it to count the waiting request", title)
 	}
@@ -408,7 +410,7 @@ func TestBrowserConsole(t *testing.T) {
 	waitText(ctx, t, "#req-gone", "answered here")
 	e.click(t, `//tr[@data-id="w2"]`)
 	waitText(ctx, t, "#transcript", "deploying to staging")
-	screenshot(ctx, t, "transcript.png")
+	screenshot(ctx, t, "transcript.png", "#transcript-pane")
 
 	// A confirm, its summary in full, approved from the page.
 	e.prompt(t, `$ echo '::confirm::Deploy build 7 to production, then tag it?'; read a; echo "the answer was $a"`)
@@ -435,13 +437,37 @@ func TestBrowserConsole(t *testing.T) {
 		t.Fatalf("title %q after every request was answered", title)
 	}
 
+	// Four runs failing alike make intel suggest something; it is accepted
+	// from the page and leaves the list.
+	for range 4 {
+		e.prompt(t, "$ false")
+	}
+	waitText(ctx, t, "#intel-summary", "4 failed")
+	e.prompt(t, "/fleet-intel")
+	waitText(ctx, t, "#intel-suggestions", "recurring-error")
+	e.click(t, `//div[@id="intel-suggestions"]//button[text()="accept"]`)
+	waitText(ctx, t, "#feed", "Accepted ")
+	testwait(t, "the accepted suggestion gone", func() bool {
+		return eval[int](t, ctx, `document.querySelectorAll("#intel-suggestions .req").length`) == 0
+	})
+
+	screenshot(ctx, t, "timeline.png", "#timeline-pane")
+	screenshot(ctx, t, "tasks.png", "#tasks-pane")
+	screenshot(ctx, t, "intel.png", "#intel-pane")
+	screenshot(ctx, t, "feed.png", "#feed-pane")
+
 	// Hostile text is shown as text: nothing of it runs, in the feed, the
 	// tasks, the workers and the transcript.
 	hostile := `$ echo '<img src=x onerror="window.__pwned=1">' '<script>window.__pwned=2</script>' "$(printf '\033[31mred\033[0m')"`
 	e.prompt(t, hostile)
 	waitText(ctx, t, "#feed", `<img src=x onerror="window.__pwned=1">`)
 	waitText(ctx, t, "#tasks", `<script>window.__pwned=2</script>`)
-	e.click(t, `//tr[@data-id="w5"]`)
+	var owner string
+	testwait(t, "the hostile task's worker", func() bool {
+		owner = eval[string](t, ctx, `[...document.querySelectorAll("#tasks tbody tr")].filter((r) => r.cells[3].textContent.includes("<script>")).map((r) => r.cells[2].textContent).join()`)
+		return owner != ""
+	})
+	e.click(t, `//tr[@data-id="`+owner+`"]`)
 	waitText(ctx, t, "#transcript", `<script>window.__pwned=2</script>`)
 	noHostile(t, ctx)
 
@@ -570,15 +596,22 @@ func testwait(t *testing.T, what string, cond func() bool) {
 	}
 }
 
-// screenshot saves the page as name in $FLEET_WEB_SCREENSHOTS, when set
-// (docs/web.md's pictures are taken so).
-func screenshot(ctx context.Context, t *testing.T, name string) {
+// screenshot saves the element css finds (the page's view when css is "")
+// as name in $FLEET_WEB_SCREENSHOTS, when set (docs/web.md's pictures are
+// taken so).
+func screenshot(ctx context.Context, t *testing.T, name, css string) {
 	t.Helper()
 	dir := os.Getenv("FLEET_WEB_SCREENSHOTS")
 	if dir == "" {
 		return
 	}
-	png, err := chromedp.Run(ctx, chromedp.CaptureScreenshot())
+	var png []byte
+	var err error
+	if css == "" {
+		png, err = chromedp.Run(ctx, chromedp.CaptureScreenshot())
+	} else {
+		png, err = chromedp.Run(ctx, chromedp.Screenshot(chromedp.CSS(css)))
+	}
 	if err == nil {
 		err = os.WriteFile(filepath.Join(dir, name), png, 0o644)
 	}
@@ -601,14 +634,14 @@ func TestBrowserDiffMergeApplyCancel(t *testing.T) {
 	waitText(ctx, t, `#workers tr[data-id="w1"] td.git`, "mergeable")
 	waitText(ctx, t, `#workers tr[data-id="w1"] td.git`, "1 file +1 −0")
 	waitText(ctx, t, `#workers tr[data-id="w2"] td.git`, "2 files")
-	screenshot(ctx, t, "workers.png")
+	screenshot(ctx, t, "workers.png", "#workers-pane")
 
 	e.click(t, `//tr[@data-id="w1"]//button[text()="diff"]`)
 	waitText(ctx, t, "#diff", "one.txt  +1 −0")
 	if added := eval[int](t, ctx, `[...document.querySelectorAll("#diff pre.add")].filter((p) => p.textContent === "+one").length`); added != 1 {
 		t.Fatalf("%d added lines marked +one; want 1", added)
 	}
-	screenshot(ctx, t, "diff.png")
+	screenshot(ctx, t, "diff.png", "#diff-pane")
 	e.click(t, `//button[@id="diff-merge"]`)
 	waitText(ctx, t, "#diff-question", "Merge w1 into its base branch?")
 	e.click(t, `//button[@id="diff-yes"]`)
@@ -686,7 +719,8 @@ func TestBrowserClaudeNativeFleet(t *testing.T) {
 	waitText(ctx, t, "#transcript", "Finished with bye.txt.")
 	waitText(ctx, t, "#transcript details.tool summary", "Bash")
 	waitText(ctx, t, "#transcript details.tool", `"command": "echo bye > bye.txt"`)
-	screenshot(ctx, t, "transcript-claude.png")
+	eval[bool](t, ctx, `[...document.querySelectorAll("#transcript details.tool")].forEach((d) => { d.open = true }) || true`)
+	screenshot(ctx, t, "transcript-claude.png", "#transcript-pane")
 
 	// A tool request the confirm policy names waits for a native decision.
 	e.prompt(t, "/spawn pusher: push it")
@@ -717,6 +751,6 @@ func TestBrowserClaudeNativeFleet(t *testing.T) {
 	if after := eval[string](t, ctx, `document.querySelector("#native .name").textContent`); after == rev {
 		t.Fatalf("the root shown did not move on: %s", after)
 	}
-	screenshot(ctx, t, "native.png")
+	screenshot(ctx, t, "native.png", "#native-pane")
 	noHostile(t, ctx)
 }

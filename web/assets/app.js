@@ -9,7 +9,8 @@
 // and remove elements, so a flood of frames costs the page little.
 "use strict";
 
-const MAX_LINES = 2000; // per worker transcript and for the feed
+const MAX_LINES = 2000; // kept per worker transcript and for the feed (up to twice that between trims)
+const DOM_LINES = 1000; // of those, drawn: the newest
 const MAX_AGENTS = 500; // transcripts kept; the oldest worker's go first
 const $ = (id) => document.getElementById(id);
 
@@ -17,7 +18,7 @@ const st = {
   fleet: "", es: null,
   workers: [], selected: "",
   transcripts: new Map(), // agent -> {items: [], dropped: n}
-  feed: [], feedDropped: 0,
+  feed: [], feedDropped: 0, feedAgents: new Set(),
   requests: new Map(), // id -> frame, creation order
   mine: new Set(), // requests this page answered
   gone: "",
@@ -32,7 +33,7 @@ const st = {
   feedKind: "", feedWho: "",
   native: { roots: [], rootId: "", status: null, last: "", lastErr: false, busy: false, uncertain: null, ask: null },
   dirty: new Set(["all"]),
-  stats: { frames: 0, readyAt: 0 },
+  stats: { frames: 0, readyAt: 0, renders: 0, renderMs: 0, renderMaxMs: 0 },
 };
 window.fleetStats = st.stats; // read by the browser tests
 
@@ -86,7 +87,7 @@ function open(id) {
 }
 
 function reset() {
-  st.workers = []; st.transcripts = new Map(); st.feed = []; st.feedDropped = 0;
+  st.workers = []; st.transcripts = new Map(); st.feed = []; st.feedDropped = 0; st.feedAgents = new Set(); agentsGen++;
   st.requests = new Map(); st.welcome = null; st.state = null; st.replaying = true; st.timeline = [];
   st.intel = null; st.evolution = null; st.store = null; st.experiment = null; st.status = null;
   openTools.clear();
@@ -105,13 +106,37 @@ function mark(section) {
   if (!pending) { pending = true; requestAnimationFrame(() => { pending = false; render(); }); }
 }
 
-// trim drops the oldest entries of list beyond MAX_LINES, with their
-// elements, and returns how many it dropped.
+// trim drops the oldest entries of list once it holds twice MAX_LINES, so
+// that a flood costs one splice per MAX_LINES entries, and returns how many
+// it dropped. Their elements go when the list is drawn next (drawList).
 function trim(list) {
+  if (list.length <= 2 * MAX_LINES) return 0;
   const n = list.length - MAX_LINES;
-  if (n <= 0) return 0;
-  for (const e of list.splice(0, n)) if (e.node) e.node.remove();
+  list.splice(0, n);
   return n;
+}
+
+// drawList brings box up to date with items, drawing at most the newest
+// DOM_LINES of them: all again when full, else only the entries not drawn
+// yet (entry.node undefined). shown filters the entries; make makes an
+// entry's element. Work per draw is bounded however many entries came.
+function drawList(box, items, full, make, shown) {
+  let from = items.length;
+  if (full) from = 0;
+  else while (from > 0 && items[from - 1].node === undefined) from--;
+  const out = [];
+  for (let j = items.length - 1; j >= from && out.length < DOM_LINES; j--) {
+    if (!shown || shown(items[j])) out.push(items[j]);
+  }
+  for (let j = from; j < items.length; j++) items[j].node = null;
+  out.reverse();
+  const nodes = out.map((it) => (it.node = make(it)));
+  if (full || nodes.length >= DOM_LINES) {
+    box.replaceChildren(...nodes);
+    return;
+  }
+  box.append(...nodes);
+  for (let extra = box.childElementCount - DOM_LINES; extra > 0; extra--) box.firstElementChild.remove();
 }
 
 function transcriptOf(agent) {
@@ -135,6 +160,7 @@ function addTranscript(agent, item) {
 // conversation), hub, toolCall or fileChange; who is the agent it is of.
 function addFeed(kind, text, who) {
   st.feed.push({ kind, text, who });
+  if (who && who !== "fleet" && !st.feedAgents.has(who)) { st.feedAgents.add(who); agentsGen++; }
   st.feedDropped += trim(st.feed);
   mark("feed");
 }
@@ -253,6 +279,13 @@ const sections = {
 };
 
 function render() {
+  const t0 = performance.now();
+  draw();
+  const ms = performance.now() - t0;
+  st.stats.renders++; st.stats.renderMs += ms; st.stats.renderMaxMs = Math.max(st.stats.renderMaxMs, ms);
+}
+
+function draw() {
   const all = st.dirty.has("all");
   const feedAll = all || st.dirty.has("feed-all");
   const transcriptAll = all || st.dirty.has("transcript-all");
@@ -591,17 +624,24 @@ function renderTranscript(full) {
   if (!st.selected) return;
   $("transcript-of").textContent = st.selected;
   const t = st.transcripts.get(st.selected) || { items: [], dropped: 0 };
-  $("transcript-missed").textContent = t.dropped ? `${t.dropped} older lines not shown` : "";
   const box = $("transcript");
-  const stick = box.scrollTop + box.clientHeight >= box.scrollHeight - 20;
-  if (full) {
-    box.replaceChildren(...t.items.map((i) => (i.node = itemNode(i))));
-  } else {
-    const frag = document.createDocumentFragment();
-    for (let k = t.items.length - 1; k >= 0 && !t.items[k].node; k--) frag.prepend(t.items[k].node = itemNode(t.items[k]));
-    box.append(frag);
-  }
-  if (stick || full) box.scrollTop = box.scrollHeight;
+  drawList(box, t.items, full, itemNode);
+  const hidden = t.dropped + Math.max(0, t.items.length - DOM_LINES);
+  $("transcript-missed").textContent = hidden ? `${hidden} older lines not shown` : "";
+  if (full) stuck.add(box);
+  if (stuck.has(box)) box.scrollTop = box.scrollHeight;
+}
+
+// stuck holds the scrolled lists that follow their newest entry: the
+// reader is at the bottom. A scroll event says where the reader is, so
+// drawing never reads the layout to find out.
+const stuck = new Set();
+for (const id of ["transcript", "feed"]) {
+  const box = $(id);
+  stuck.add(box);
+  box.addEventListener("scroll", () => {
+    if (box.scrollTop + box.clientHeight >= box.scrollHeight - 20) stuck.add(box); else stuck.delete(box);
+  }, { passive: true });
 }
 
 const conversation = new Set(["user", "reply", "assistant", "system", "tool"]);
@@ -615,12 +655,13 @@ function feedNode(e) {
   return el("div", (e.kind === "user" || e.kind === "reply") && e.who ? e.who + ": " + e.text : e.text, "line " + e.kind);
 }
 
-let feedAgents = "";
+let agentsGen = 0, agentsDrawn = -1; // the feed's worker filter is redrawn when agentsGen moves
 function renderFeed(full) {
-  $("missed").textContent = st.feedDropped ? `${st.feedDropped} older entries not shown` : "";
-  const agents = [...new Set(st.feed.map((e) => e.who).filter((w) => w && w !== "fleet"))].sort();
-  if (agents.join("\n") !== feedAgents) {
-    feedAgents = agents.join("\n");
+  const hidden = st.feedDropped + Math.max(0, st.feed.length - DOM_LINES);
+  $("missed").textContent = hidden ? `${hidden} older entries not shown` : "";
+  if (agentsDrawn !== agentsGen) {
+    agentsDrawn = agentsGen;
+    const agents = [...st.feedAgents].sort();
     const who = $("feed-who");
     const all = el("option", "every worker");
     all.value = "";
@@ -628,20 +669,9 @@ function renderFeed(full) {
     who.value = agents.includes(st.feedWho) ? st.feedWho : "";
   }
   const box = $("feed");
-  const stick = box.scrollTop + box.clientHeight >= box.scrollHeight - 20;
-  if (full) {
-    for (const e of st.feed) e.node = null;
-    box.replaceChildren(...st.feed.filter(feedShown).map((e) => (e.node = feedNode(e))));
-  } else {
-    const frag = document.createDocumentFragment();
-    for (let k = st.feed.length - 1; k >= 0 && st.feed[k].node === undefined; k--) {
-      const e = st.feed[k];
-      e.node = feedShown(e) ? feedNode(e) : null;
-      if (e.node) frag.prepend(e.node);
-    }
-    box.append(frag);
-  }
-  if (stick || full) box.scrollTop = box.scrollHeight;
+  drawList(box, st.feed, full, feedNode, feedShown);
+  if (full) stuck.add(box);
+  if (stuck.has(box)) box.scrollTop = box.scrollHeight;
 }
 
 // Native roots (docs/native-roots.md): the page asks through the server,
@@ -768,7 +798,7 @@ function renderNative() {
     };
     out.push(el("h3", `Tasks (${(s.tasks || []).length})`), rationale, table(["task", "subject", "state", "attempts", "evidence", ""],
       (s.tasks || []).map((t) => [t.id, t.subject, t.state, t.attempts, t.evidenceHash ? t.evidenceHash.slice(0, 12) : "",
-        t.evidenceHash ? span(button("approve", () => decide("approve", t)), button("deny", () => decide("deny", t))) : ""])));
+        t.evidenceHash && t.state !== "settled" && t.state !== "failed" ? span(button("approve", () => decide("approve", t)), button("deny", () => decide("deny", t))) : ""])));
     out.push(el("h3", `Holds (${(s.holds || []).length})`), table(["hold", "reason", "task", "since", ""],
       (s.holds || []).map((h) => [h.holdHash.slice(0, 12), h.reason, h.taskId || "", when(h.createdAt),
         button("release", () => nativeAsk("release", { holdHash: h.holdHash }, `release hold ${h.holdHash.slice(0, 12)}`))])));
