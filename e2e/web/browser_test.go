@@ -421,8 +421,9 @@ func TestBrowserConsole(t *testing.T) {
 	waitText(ctx, t, "#transcript", "the answer was yes")
 
 	// A confirm answered from the TUI leaves the page, saying so.
-	e.prompt(t, `$ echo '::confirm::Answer me from the TUI?'; read a; echo "tui said $a"`)
-	waitText(ctx, t, "#req-list", "Answer me from the TUI?")
+	e.prompt(t, `$ echo '::confirm::<img src=x onerror="window.__pwned=4"> Answer me from the TUI?'; read a; echo "tui said $a"`)
+	waitText(ctx, t, "#req-list", `<img src=x onerror="window.__pwned=4"> Answer me from the TUI?`)
+	noHostile(t, ctx)
 	tui := startTUI(t, e)
 	tui.expect("the TUI's first screen", "1 Workers")
 	tui.keys("5")
@@ -690,7 +691,7 @@ func TestBrowserClaudeNativeFleet(t *testing.T) {
 	mock, err := modelmock.Start(modelmock.Script{Rules: []modelmock.Rule{
 		{Name: "b", Match: "worker-b:", Turns: []modelmock.Turn{
 			{Usage: u, ToolCalls: []modelmock.ToolCall{{Name: "Bash", Input: map[string]any{"command": "echo bye > bye.txt", "description": "write bye.txt"}}}},
-			{Text: "Finished with bye.txt.", Usage: u},
+			{Text: "Finished with bye.txt.", Reasoning: "The file is written; <b>say so</b>.", Usage: u},
 		}},
 		{Name: "push", Match: "pusher:", Turns: []modelmock.Turn{
 			{Usage: u, ToolCalls: []modelmock.ToolCall{{Name: "Bash", Input: map[string]any{"command": "git push origin main", "description": "push"}}}},
@@ -719,6 +720,10 @@ func TestBrowserClaudeNativeFleet(t *testing.T) {
 	waitText(ctx, t, "#transcript", "Finished with bye.txt.")
 	waitText(ctx, t, "#transcript details.tool summary", "Bash")
 	waitText(ctx, t, "#transcript details.tool", `"command": "echo bye > bye.txt"`)
+	waitText(ctx, t, "#transcript details.reasoning summary", "reasoning: The file is written; <b>say so</b>.")
+	if open := eval[bool](t, ctx, `document.querySelector("#transcript details.reasoning").open`); open {
+		t.Fatal("the reasoning is shown unfolded")
+	}
 	eval[bool](t, ctx, `[...document.querySelectorAll("#transcript details.tool")].forEach((d) => { d.open = true }) || true`)
 	screenshot(ctx, t, "transcript-claude.png", "#transcript-pane")
 
