@@ -103,4 +103,3 @@ func cpuTicks(t *testing.T, pid int) int64 {
 	st, _ := strconv.ParseInt(f[12], 10, 64)
 	return ut + st
 }
-
