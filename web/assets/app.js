@@ -11,6 +11,7 @@
 
 const MAX_LINES = 2000; // kept per worker transcript and for the feed (up to twice that between trims)
 const DOM_LINES = 1000; // of those, drawn: the newest
+const DRAW_LINES = 300; // made at most per draw: past it the list starts again from the newest
 const MAX_AGENTS = 500; // transcripts kept; the oldest worker's go first
 const $ = (id) => document.getElementById(id);
 
@@ -78,12 +79,47 @@ function open(id) {
   history.replaceState(null, "", u);
   const es = new EventSource(`/api/fleets/${encodeURIComponent(id)}/events`);
   st.es = es;
-  es.addEventListener("reset", reset);
-  es.addEventListener("frame", (e) => { st.stats.frames++; frame(JSON.parse(e.data)); });
-  es.addEventListener("replayEnd", () => { st.replaying = false; mark("requests"); });
-  es.addEventListener("missed", (e) => { st.feedDropped += JSON.parse(e.data).missed; mark("feed"); });
-  es.addEventListener("conn", (e) => conn(JSON.parse(e.data)));
+  for (const kind of ["reset", "frame", "replayEnd", "missed", "conn"]) {
+    es.addEventListener(kind, (e) => { if (st.es === es) enqueue(kind, e.data); });
+  }
   es.onerror = () => { $("conn").textContent = "reconnecting…"; $("conn").className = "conn connecting"; };
+}
+
+// The stream's events are queued as they come and applied in slices of at
+// most sliceMs, yielding between slices: however many frames arrive at
+// once (a flood, or a page that was in the background), no task of the
+// page runs long. Order is kept: a reset clears what came before it.
+const sliceMs = 8;
+const inbox = []; // [kind, data] pairs not applied yet
+let inboxHead = 0, pumping = false;
+const pumpChannel = new MessageChannel();
+pumpChannel.port1.onmessage = pump;
+
+function enqueue(kind, data) {
+  inbox.push([kind, data]);
+  if (!pumping) { pumping = true; pumpChannel.port2.postMessage(0); }
+}
+
+function pump() {
+  const t0 = performance.now();
+  while (inboxHead < inbox.length) {
+    const [kind, data] = inbox[inboxHead++];
+    apply(kind, data);
+    if ((inboxHead & 63) === 0 && performance.now() - t0 > sliceMs) break;
+  }
+  if (inboxHead >= inbox.length) { inbox.length = 0; inboxHead = 0; pumping = false; return; }
+  if (inboxHead > 4096) { inbox.splice(0, inboxHead); inboxHead = 0; }
+  pumpChannel.port2.postMessage(0);
+}
+
+function apply(kind, data) {
+  switch (kind) {
+    case "reset": reset(); break;
+    case "frame": st.stats.frames++; frame(JSON.parse(data)); break;
+    case "replayEnd": st.replaying = false; mark("requests"); break;
+    case "missed": st.feedDropped += JSON.parse(data).missed; mark("feed"); break;
+    case "conn": conn(JSON.parse(data)); break;
+  }
 }
 
 function reset() {
@@ -119,19 +155,22 @@ function trim(list) {
 // drawList brings box up to date with items, drawing at most the newest
 // DOM_LINES of them: all again when full, else only the entries not drawn
 // yet (entry.node undefined). shown filters the entries; make makes an
-// entry's element. Work per draw is bounded however many entries came.
+// entry's element. Work per draw is bounded however many entries came: a
+// draw makes at most DRAW_LINES elements, and when more came it starts the
+// list again from the newest (it grows back to DOM_LINES as entries come).
 function drawList(box, items, full, make, shown) {
   let from = items.length;
   if (full) from = 0;
   else while (from > 0 && items[from - 1].node === undefined) from--;
+  const cap = full ? DOM_LINES : DRAW_LINES;
   const out = [];
-  for (let j = items.length - 1; j >= from && out.length < DOM_LINES; j--) {
+  for (let j = items.length - 1; j >= from && out.length < cap; j--) {
     if (!shown || shown(items[j])) out.push(items[j]);
   }
   for (let j = from; j < items.length; j++) items[j].node = null;
   out.reverse();
   const nodes = out.map((it) => (it.node = make(it)));
-  if (full || nodes.length >= DOM_LINES) {
+  if (full || nodes.length >= cap) {
     box.replaceChildren(...nodes);
     return;
   }
@@ -626,7 +665,7 @@ function renderTranscript(full) {
   const t = st.transcripts.get(st.selected) || { items: [], dropped: 0 };
   const box = $("transcript");
   drawList(box, t.items, full, itemNode);
-  const hidden = t.dropped + Math.max(0, t.items.length - DOM_LINES);
+  const hidden = t.dropped + Math.max(0, t.items.length - box.childElementCount);
   $("transcript-missed").textContent = hidden ? `${hidden} older lines not shown` : "";
   if (full) stuck.add(box);
   if (stuck.has(box)) box.scrollTop = box.scrollHeight;
@@ -657,8 +696,7 @@ function feedNode(e) {
 
 let agentsGen = 0, agentsDrawn = -1; // the feed's worker filter is redrawn when agentsGen moves
 function renderFeed(full) {
-  const hidden = st.feedDropped + Math.max(0, st.feed.length - DOM_LINES);
-  $("missed").textContent = hidden ? `${hidden} older entries not shown` : "";
+  const box = $("feed");
   if (agentsDrawn !== agentsGen) {
     agentsDrawn = agentsGen;
     const agents = [...st.feedAgents].sort();
@@ -668,8 +706,10 @@ function renderFeed(full) {
     who.replaceChildren(all, ...agents.map((a) => el("option", a)));
     who.value = agents.includes(st.feedWho) ? st.feedWho : "";
   }
-  const box = $("feed");
   drawList(box, st.feed, full, feedNode, feedShown);
+  const unfiltered = !st.feedKind && !st.feedWho;
+  const hidden = st.feedDropped + (unfiltered ? Math.max(0, st.feed.length - box.childElementCount) : 0);
+  $("missed").textContent = hidden ? `${hidden} older entries not shown` : "";
   if (full) stuck.add(box);
   if (stuck.has(box)) box.scrollTop = box.scrollHeight;
 }
