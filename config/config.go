@@ -314,6 +314,13 @@ type Limits struct {
 	// AgentStallTimeoutMs fails an agent turn with no activity for this
 	// long (not counting time waiting on the operator); default 600000.
 	AgentStallTimeoutMs *int `json:"agentStallTimeoutMs,omitempty"`
+	// MinFreeMemoryMiB: a task starts on this machine only while this much
+	// memory stays free (MemAvailable, or less under a cgroup v2 limit);
+	// default 1024, 0 admits by count alone (docs/unattended.md).
+	MinFreeMemoryMiB *int `json:"minFreeMemoryMiB,omitempty"`
+	// WorkerMemoryMiB stops a worker whose whole process tree holds more;
+	// default 0, off.
+	WorkerMemoryMiB *int `json:"workerMemoryMiB,omitempty"`
 }
 
 // limitRanges are the accepted ranges of each limit.
@@ -331,6 +338,8 @@ var limitRanges = []struct {
 	{"sendBufferBytes", func(l Limits) *int { return l.SendBufferBytes }, 0, 16 << 20},
 	{"stallGraceMs", func(l Limits) *int { return l.StallGraceMs }, 10, 60000},
 	{"agentStallTimeoutMs", func(l Limits) *int { return l.AgentStallTimeoutMs }, 1000, 24 * 3600 * 1000},
+	{"minFreeMemoryMiB", func(l Limits) *int { return l.MinFreeMemoryMiB }, 0, 1 << 20},
+	{"workerMemoryMiB", func(l Limits) *int { return l.WorkerMemoryMiB }, 0, 1 << 20},
 }
 
 // Web is the "web" object of config.json: fleet web's settings.

@@ -404,6 +404,8 @@ func (f *fleet) startEngine() error {
 		Prices:         enginePrices(file.Prices),
 		Hosts:          f.engineHosts(),
 		Placement:      file.Hosts.Placement,
+		Memory:         newMemory(f.sess.id),
+		Limits:         engineLimits(file.Limits),
 	})
 	f.hostsEngine.Store(f.eng)
 	f.srv.Attach(backend{e: f.eng, native: steeredNative(nativeBackend(f.ctl), f.intel, f.sess.id)})

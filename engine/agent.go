@@ -217,7 +217,12 @@ func (e *Engine) awaitTurn(ctx context.Context, h *host, sess provider.Session, 
 		case <-ctx.Done():
 			res := e.interruptTurn(h, sess)
 			res.Interrupted = true
-			res.Err = fmt.Errorf("cancelled: %w", context.Cause(ctx))
+			var om errOverMemory
+			if cause := context.Cause(ctx); errors.As(cause, &om) {
+				res.Err = cause // the fleet stopped it: the reason says why
+			} else {
+				res.Err = fmt.Errorf("cancelled: %w", cause)
+			}
 			return res
 		case <-stall:
 			idle := time.Since(time.UnixMilli(h.lastActivity()))
@@ -258,7 +263,7 @@ func (e *Engine) agentEnv(agent, taskID string) []string {
 	if env == nil {
 		env = os.Environ()
 	}
-	env = append(slices.Clip(env), provider.SessionEnv+"="+e.cfg.SessionID, "AGENTS_FLEET_WORKER="+agent)
+	env = append(slices.Clip(env), provider.SessionEnv+"="+e.cfg.SessionID, provider.WorkerEnv+"="+agent)
 	if taskID != "" {
 		env = append(env, "AGENTS_FLEET_TASK="+taskID)
 	}

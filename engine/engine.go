@@ -96,6 +96,11 @@ type Config struct {
 	// Prices are USD per million tokens by model name, for the cost /budget
 	// shows; a model without one shows none.
 	Prices map[string]Price
+	// Memory measures this machine (memory.go); nil admits workers by
+	// count alone and measures no worker.
+	Memory Memory
+	// Limits are the start values of the limits /limits changes.
+	Limits Limits
 }
 
 // Engine is one fleet session. Create it with New, start its periodic
@@ -133,6 +138,8 @@ type Engine struct {
 	coordTokens   tokens
 	sessionTokens tokens
 	budget        budgetState // token budgets (budget.go)
+	limits        Limits      // the session's, changed by /limits
+	mem           memState    // the last memory measure (memory.go)
 
 	runWG sync.WaitGroup // task goroutines, the native admitLoop
 
@@ -189,6 +196,7 @@ func New(cfg Config) *Engine {
 		admitWake:  make(chan struct{}, 1),
 		nativeCh:   make(chan struct{}),
 		admitStop:  make(chan struct{}),
+		limits:     cfg.Limits,
 	}
 	e.broker.init(e)
 	e.budget.init(cfg.Budgets)
@@ -200,6 +208,10 @@ func New(cfg Config) *Engine {
 	if l := e.lander(); l != nil {
 		e.runWG.Add(1)
 		go e.gitStateLoop(l)
+	}
+	if cfg.Memory != nil {
+		e.runWG.Add(1)
+		go e.memLoop()
 	}
 	if cfg.Restore != nil {
 		e.mu.Lock()

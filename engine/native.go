@@ -265,7 +265,7 @@ func (e *Engine) admitPending() {
 			continue // reserve every new task; start only what fits
 		}
 		e.mu.Lock()
-		held := e.budgetHoldsLocked(t)
+		held := e.budgetHoldsLocked(t) || e.memoryHoldsLocked(t)
 		e.mu.Unlock()
 		if held {
 			continue
@@ -282,6 +282,7 @@ func (e *Engine) admitPending() {
 			// Changed while we asked (cancelled, shutting down).
 		case adm.Start:
 			e.startLocked(t, "") // native sessions run their workers here
+			e.startedLocalLocked(t)
 			room--
 		case adm.Refuse != "":
 			t.reason = adm.Refuse

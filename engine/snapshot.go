@@ -165,7 +165,9 @@ func (e *Engine) fleetStateLocked(now time.Time) *protocol.FleetState {
 			RecentActivity: w.lastTool,
 			WorktreePath:   w.worktreePath,
 			Host:           w.hostName,
+			RSSBytes:       w.rss,
 		}
+		ws.State, ws.StateReason = e.workerStateLocked(w)
 		ws.TopTools = topTools(w.toolCounts, 5)
 		ws.Git = w.git
 		end := now

@@ -101,6 +101,10 @@ type worker struct {
 	gitStale bool
 	// lastActivity is updated on the hot output path without e.mu.
 	lastActivity atomic.Int64 // epoch ms
+	// rss is its process tree's resident memory at the last measure
+	// (memory.go); overMemory: it was stopped for holding too much.
+	rss        int64
+	overMemory bool
 }
 
 type toolStat struct {
@@ -146,8 +150,14 @@ func (e *Engine) dispatchLocked() {
 			e.setWaitLocked(t, why)
 			continue
 		}
+		if host == "" && e.memoryHoldsLocked(t) {
+			continue
+		}
 		e.startLocked(t, host)
 		l.took(host)
+		if host == "" {
+			e.startedLocalLocked(t)
+		}
 	}
 }
 

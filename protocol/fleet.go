@@ -88,7 +88,30 @@ type FleetWorkerSummary struct {
 	// Host is an extension (docs/protocol-decisions.md): the worker host
 	// the worker runs on. Absent for a worker on the fleet's own machine.
 	Host string `json:"host,omitempty"`
+	// State is an extension (docs/protocol-decisions.md): what the worker
+	// is doing, finer than Status (WorkerState* values, an open string).
+	State string `json:"state,omitempty"`
+	// StateReason says why, in words, where it applies: what it waits for,
+	// why it failed, the healing attempt.
+	StateReason string `json:"stateReason,omitempty"`
+	// RateLimitedUntil is when a rate-limited worker resumes (epoch ms).
+	RateLimitedUntil int64 `json:"rateLimitedUntil,omitempty"`
+	// RSSBytes is the resident memory of the worker's whole process tree,
+	// measured at most once a second while it runs; absent where it
+	// cannot be measured (not Linux, or a worker host's worker).
+	RSSBytes int64 `json:"rssBytes,omitempty"`
 }
+
+// Worker states (FleetWorkerSummary.State).
+const (
+	WorkerStateWorking            = "working"
+	WorkerStateWaitingForOperator = "waiting-for-operator"
+	WorkerStateWaitingForMemory   = "waiting-for-memory"
+	WorkerStateRateLimited        = "rate-limited"
+	WorkerStateStalled            = "stalled"
+	WorkerStateDone               = "done"
+	WorkerStateFailed             = "failed"
+)
 
 // MaxWorkerGitFiles bounds WorkerGit.Files in a fleetState; filesChanged
 // still counts them all.

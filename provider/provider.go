@@ -313,6 +313,10 @@ type Question struct {
 // (proctree.KillMarked), and Close uses it to end detached descendants.
 const SessionEnv = "AGENTS_FLEET_SESSION"
 
+// WorkerEnv marks an agent's processes with the worker they run for
+// (beside SessionEnv): how a worker's process tree is measured.
+const WorkerEnv = "AGENTS_FLEET_WORKER"
+
 // HostEnv marks the processes a worker host (fleet join) runs for the
 // fleet with the host's name. They carry SessionEnv too, but they are the
 // host's: a fleet started again does not take them for its own leftovers,

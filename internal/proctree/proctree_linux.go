@@ -84,3 +84,21 @@ func findMarked(name, value, except string) []int {
 	}
 	return found
 }
+
+// OOMScoreBoost is how much higher than this process's own oom_score_adj
+// a started group's first process gets: when memory runs out the kernel
+// kills an agent (or a task's command) before the fleet that runs it.
+const OOMScoreBoost = 500
+
+// oomFirst raises pid's oom_score_adj to this process's plus
+// OOMScoreBoost (at most 1000). Raising needs no privilege. What pid
+// starts from then on inherits it; a child it forked before the write
+// keeps this process's score, which is no worse than before.
+func oomFirst(pid int) {
+	own := 0
+	if b, err := os.ReadFile("/proc/self/oom_score_adj"); err == nil {
+		own, _ = strconv.Atoi(string(bytes.TrimSpace(b)))
+	}
+	v := min(own+OOMScoreBoost, 1000)
+	_ = os.WriteFile("/proc/"+strconv.Itoa(pid)+"/oom_score_adj", []byte(strconv.Itoa(v)), 0)
+}

@@ -4,8 +4,10 @@ package proctree
 
 import (
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -100,5 +102,39 @@ func TestGroupKill(t *testing.T) {
 			}
 			testwait.For(t, testwait.Bound, "the group to die", func() bool { return !groupAlive(pgid) })
 		})
+	}
+}
+
+// TestStartGroupScoresTheChildForOOMFirst: a started group's first process
+// has a higher oom_score_adj than this process, so the kernel picks it, not
+// the fleet, when memory runs out; what it starts inherits that.
+func TestStartGroupScoresTheChildForOOMFirst(t *testing.T) {
+	// The shell starts its child once told to (after StartGroup returned).
+	cmd := exec.Command("sh", "-c", "read go; sleep 60 & cat /proc/$$/oom_score_adj /proc/$!/oom_score_adj; kill $!")
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	in, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	g, err := StartGroup(cmd)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer g.Kill()
+	io.WriteString(in, "go\n")
+	data, _ := io.ReadAll(out)
+	cmd.Wait()
+	own, _ := os.ReadFile("/proc/self/oom_score_adj")
+	ownV, _ := strconv.Atoi(strings.TrimSpace(string(own)))
+	f := strings.Fields(string(data))
+	if len(f) != 2 {
+		t.Fatalf("the child printed %q", data)
+	}
+	want := strconv.Itoa(min(ownV+OOMScoreBoost, 1000))
+	if f[0] != want || f[1] != want {
+		t.Fatalf("oom_score_adj: this process %d, the child %s, its child %s; want %s for what the child starts", ownV, f[0], f[1], want)
 	}
 }

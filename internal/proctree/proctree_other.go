@@ -12,3 +12,6 @@ func KillMarkedExcept(name, value, except string) []int { return nil }
 func killMarked(name, value, except string, spare int) []int { return nil }
 
 func findMarked(name, value, except string) []int { return nil }
+
+// oomFirst does nothing outside Linux (there is no oom_score_adj).
+func oomFirst(int) {}

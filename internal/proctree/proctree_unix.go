@@ -26,6 +26,7 @@ func (g *group) start(cmd *exec.Cmd) error {
 		return err
 	}
 	g.pgid = cmd.Process.Pid
+	oomFirst(cmd.Process.Pid)
 	return nil
 }
 

@@ -1,0 +1,173 @@
+package e2e
+
+import (
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/agents-fleet/fleet/protocol"
+)
+
+// workerOf waits for a fleetState in which worker id satisfies ok.
+func workerOf(s *stream, what, id string, ok func(protocol.FleetWorkerSummary) bool) protocol.FleetWorkerSummary {
+	s.t.Helper()
+	var got protocol.FleetWorkerSummary
+	s.waitLong(what, func(m protocol.Message) bool {
+		fs, isState := m.(*protocol.FleetState)
+		if !isState {
+			return false
+		}
+		for _, w := range fs.Workers {
+			if w.ID == id && ok(w) {
+				got = w
+				return true
+			}
+		}
+		return false
+	})
+	return got
+}
+
+// taskWaits waits for a fleetState in which task id waits with a reason
+// containing want.
+func taskWaits(s *stream, id, want string) string {
+	s.t.Helper()
+	var reason string
+	s.waitLong(id+" waiting: "+want, func(m protocol.Message) bool {
+		fs, ok := m.(*protocol.FleetState)
+		if !ok {
+			return false
+		}
+		for _, it := range fs.Tasks.Items {
+			if it.ID == id && strings.Contains(it.WaitReason, want) {
+				reason = it.WaitReason
+				return true
+			}
+		}
+		return false
+	})
+	return reason
+}
+
+// Admission by memory (issue 26): with limits.minFreeMemoryMiB above what
+// the machine has, a task waits and says why; /limits lists the session's
+// limits, and lowering the bar with /limits starts it.
+func TestTasksWaitForMemoryUntilTheLimitIsLowered(t *testing.T) {
+	e := newEnv(t)
+	os.WriteFile(filepath.Join(e.home, "config.json"), []byte(`{"limits": {"stallGraceMs": 5000, "minFreeMemoryMiB": 1048576}}`), 0o600)
+	d := e.start("--control-socket")
+	c := d.dial(protocol.ClientREPL, "op")
+	s := watch(t, c)
+	s.waitFor("replayEnd", isType(protocol.TypeReplayEnd))
+	c.Prompt("$ echo ran-at-last")
+	reason := taskWaits(s, "t1", "waiting for memory: ")
+	if !strings.HasSuffix(reason, "MiB free, keeping 1048576") {
+		t.Fatalf("wait reason %q", reason)
+	}
+	c.Prompt("/tasks")
+	s.waitLong("/tasks shows the wait", replyContaining("(waits: waiting for memory: "))
+	c.Prompt("/limits")
+	r := s.waitLong("/limits", replyContaining("minFreeMemoryMiB")).(*protocol.Reply)
+	if !strings.Contains(r.Text, "1048576 MiB") || !strings.Contains(r.Text, "workerMemoryMiB") || !strings.Contains(r.Text, "Memory the fleet may use now:") {
+		t.Fatalf("/limits: %s", r.Text)
+	}
+	c.Prompt("/limits minFreeMemoryMiB 64")
+	s.waitLong("the change", replyContaining("minFreeMemoryMiB is 64 for this session."))
+	s.waitLong("t1 done", hubFrom("w1", protocol.HubCompleted))
+	c.Prompt("/limits minFreeMemoryMiB lots")
+	s.waitLong("a bad value refused", replyContaining("must be a whole number"))
+	c.Prompt("/limits")
+	s.waitLong("/limits after the change", replyContaining("64 MiB"))
+	d.stop()
+}
+
+// A worker whose process tree holds more than limits.workerMemoryMiB is
+// stopped with that reason; the fleet and the other workers go on; its
+// memory is in fleetState (rssBytes); the task's processes have a higher
+// oom_score_adj than the fleet.
+func TestWorkerOverMemoryIsStopped(t *testing.T) {
+	e := newEnv(t)
+	e.gitRepo()
+	os.WriteFile(filepath.Join(e.home, "config.json"), []byte(`{"limits": {"stallGraceMs": 5000, "workerMemoryMiB": 100}}`), 0o600)
+	d := e.start("--control-socket")
+	c := d.dial(protocol.ClientREPL, "op")
+	s := watch(t, c)
+	s.waitFor("replayEnd", isType(protocol.TypeReplayEnd))
+	session := c.Welcome().SessionID
+	// w1 runs on while w2 is stopped.
+	c.Prompt("$ sleep 600")
+	w1 := workerOf(s, "w1 measured", "w1", func(w protocol.FleetWorkerSummary) bool { return w.RSSBytes > 0 })
+	if w1.State != protocol.WorkerStateWorking {
+		t.Fatalf("w1: state %q", w1.State)
+	}
+	daemonAdj := oomScoreAdj(t, d.cmd.Process.Pid)
+	pids := markedPids(t, "AGENTS_FLEET_SESSION="+session, "AGENTS_FLEET_WORKER=w1")
+	if len(pids) == 0 {
+		t.Fatal("no process of w1 found")
+	}
+	for _, pid := range pids {
+		if adj := oomScoreAdj(t, pid); adj <= daemonAdj {
+			t.Fatalf("w1's process %d has oom_score_adj %d, the fleet %d; want it higher", pid, adj, daemonAdj)
+		}
+	}
+	// w2 holds about 200 MiB in a shell variable.
+	c.Prompt(`$ echo started > big.txt; x=$(head -c 200000000 /dev/zero | tr '\0' a); sleep 600`)
+	s.waitLong("w2 stopped", func(m protocol.Message) bool {
+		h, ok := m.(*protocol.HubEvent)
+		return ok && h.From == "w2" && h.Kind == protocol.HubFailed && strings.Contains(h.Text, "over limits.workerMemoryMiB (100 MiB)")
+	})
+	w2 := workerOf(s, "w2 failed with the reason", "w2", func(w protocol.FleetWorkerSummary) bool { return w.State == protocol.WorkerStateFailed })
+	if !strings.HasPrefix(w2.StateReason, "stopped: its processes held ") || !strings.HasSuffix(w2.StateReason, "over limits.workerMemoryMiB (100 MiB)") {
+		t.Fatalf("w2's reason: %q", w2.StateReason)
+	}
+	// Its work is kept: committed on its branch when it settled.
+	gitOf(s, "w2's work kept", "w2", func(g *protocol.WorkerGit) bool { return g.FilesChanged > 0 })
+	// w1 and the fleet go on.
+	workerOf(s, "w1 still working", "w1", func(w protocol.FleetWorkerSummary) bool { return w.State == protocol.WorkerStateWorking })
+	c.Prompt("/workers")
+	s.waitLong("/workers shows the failure", replyContaining("[failed: stopped: its processes held"))
+	c.Prompt("/cancel w1")
+	s.waitLong("w1 cancelled", hubFrom("w1", protocol.HubFailed))
+	d.stop()
+}
+
+func oomScoreAdj(t *testing.T, pid int) int {
+	t.Helper()
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/oom_score_adj")
+	if err != nil {
+		t.Fatal(err)
+	}
+	v, _ := strconv.Atoi(strings.TrimSpace(string(b)))
+	return v
+}
+
+// markedPids lists the processes whose environment has every one of marks.
+func markedPids(t *testing.T, marks ...string) []int {
+	t.Helper()
+	entries, _ := os.ReadDir("/proc")
+	var out []int
+	for _, en := range entries {
+		pid, err := strconv.Atoi(en.Name())
+		if err != nil {
+			continue
+		}
+		env, err := os.ReadFile("/proc/" + en.Name() + "/environ")
+		if err != nil {
+			continue
+		}
+		have := 0
+		for _, kv := range strings.Split(string(env), "\x00") {
+			for _, m := range marks {
+				if kv == m {
+					have++
+				}
+			}
+		}
+		if have == len(marks) {
+			out = append(out, pid)
+		}
+	}
+	return out
+}
