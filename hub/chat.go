@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/agents-fleet/fleet/client"
 	"github.com/agents-fleet/fleet/hub/telegram"
@@ -263,6 +264,9 @@ func (h *hub) cmdStatus(m *telegram.Message, only *fleet) {
 			}
 			for _, w := range s.Workers {
 				fmt.Fprintf(&b, "\n• <code>%s</code> %s", esc(w.Name), esc(w.Status))
+				if st := workerState(f.fold.Fleet, w.Name); st != "" {
+					b.WriteString(" — " + esc(st))
+				}
 			}
 		}
 		if n := len(f.requests); n > 0 {
@@ -270,6 +274,32 @@ func (h *hub) cmdStatus(m *telegram.Message, only *fleet) {
 		}
 	}
 	h.reply(m, b.String())
+}
+
+// workerState is what fleetState says worker name is doing, when that says
+// more than its status: waiting for the operator or for memory,
+// rate-limited until a time, stalled, failed with a reason; "" otherwise.
+func workerState(fs *protocol.FleetState, name string) string {
+	if fs == nil {
+		return ""
+	}
+	for _, w := range fs.Workers {
+		if w.Name != name && w.ID != name {
+			continue
+		}
+		if w.State == "" || w.State == protocol.WorkerStateWorking || w.State == protocol.WorkerStateDone {
+			return ""
+		}
+		s := w.State
+		if w.RateLimitedUntil > 0 {
+			s += " until " + time.UnixMilli(w.RateLimitedUntil).UTC().Format("15:04 UTC")
+		}
+		if w.StateReason != "" {
+			s += ": " + protocol.CutText(w.StateReason, 200)
+		}
+		return s
+	}
+	return ""
 }
 
 func deref(p *int64) int64 {

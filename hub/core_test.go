@@ -1240,3 +1240,29 @@ func TestRefusedOnce(t *testing.T) {
 		t.Errorf("refused descriptors became fleets: %v", e.h.fleets)
 	}
 }
+
+// TestStatusShowsWorkerState: /status gives a worker's state when it says
+// more than its status (waiting for the operator, rate-limited until a
+// time, failed with the reason), from fleetState.
+func TestStatusShowsWorkerState(t *testing.T) {
+	e := newTestHub(t, Config{Verbosity: Normal})
+	f := e.addFleet("123-abc", "alpha")
+	e.frame(f, &protocol.Status{Processing: true, Workers: []protocol.StatusWorker{{Name: "w1", Status: "running"}, {Name: "w2", Status: "failed"}, {Name: "w3", Status: "running"}}}, false)
+	until := time.Date(2026, 12, 2, 21, 23, 0, 0, time.UTC).UnixMilli()
+	e.frame(f, &protocol.FleetState{Workers: []protocol.FleetWorkerSummary{
+		{ID: "w1", Name: "w1", Status: "running", State: protocol.WorkerStateRateLimited, RateLimitedUntil: until, StateReason: "claude: usage limit"},
+		{ID: "w2", Name: "w2", Status: "failed", State: protocol.WorkerStateFailed, StateReason: "stopped: its processes held 2100 MiB, over limits.workerMemoryMiB (2048 MiB)"},
+		{ID: "w3", Name: "w3", Status: "running", State: protocol.WorkerStateWorking},
+	}}, false)
+	e.flush()
+	e.newSends()
+	e.message(&telegram.Message{ChatID: 42, Text: "/status"})
+	e.flush()
+	s := e.find(e.newSends(), "<code>w1</code>")
+	for _, want := range []string{"<code>w1</code> running — rate-limited until 21:23 UTC: claude: usage limit",
+		"<code>w2</code> failed — failed: stopped: its processes held 2100 MiB", "<code>w3</code> running\n"} {
+		if !strings.Contains(s.text+"\n", want) {
+			t.Errorf("/status lacks %q:\n%s", want, s.text)
+		}
+	}
+}

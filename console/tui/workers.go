@@ -67,7 +67,7 @@ func (f *fleet) workerRows() []workerRow {
 	if f.fold.Fleet != nil && len(f.fold.Fleet.Workers) > 0 {
 		for i := range f.fold.Fleet.Workers {
 			w := &f.fold.Fleet.Workers[i]
-			rows = append(rows, workerRow{id: w.ID, name: w.Name, w: w, status: w.Status})
+			rows = append(rows, workerRow{id: w.ID, name: w.Name, w: w, status: shownStatus(w)})
 		}
 		return rows
 	}
@@ -176,6 +176,23 @@ func (t *workersTab) key(m *Model, f *fleet, name, text string) ([]Action, bool)
 		return nil, true
 	}
 	return nil, false
+}
+
+// shownStatus is a worker's STATUS cell: the protocol's coarse status, or
+// its state when that says more (waiting for the operator or for memory,
+// rate-limited, stalled).
+func shownStatus(w *protocol.FleetWorkerSummary) string {
+	switch w.State {
+	case protocol.WorkerStateWaitingForOperator:
+		return "needs you"
+	case protocol.WorkerStateWaitingForMemory:
+		return "memory"
+	case protocol.WorkerStateRateLimited:
+		return "rate-limited"
+	case protocol.WorkerStateStalled:
+		return "stalled"
+	}
+	return w.Status
 }
 
 // workerCols are the Workers table's columns. As the screen narrows,
@@ -292,6 +309,9 @@ func (m *Model) workerPanel(f *fleet, r workerRow, w, h int) []string {
 		if d := workerDuration(s, now); d != "" {
 			p = append(p, d)
 		}
+		if s.RSSBytes > 0 {
+			p = append(p, "memory "+strconv.FormatInt(s.RSSBytes>>20, 10)+" MiB")
+		}
 		p = append(p, "tools "+strconv.FormatInt(s.ToolUseCount, 10))
 		tok := "tokens " + fmtTokens(s.TokenCount)
 		if s.InputTokens != nil && s.OutputTokens != nil {
@@ -306,6 +326,16 @@ func (m *Model) workerPanel(f *fleet, r workerRow, w, h int) []string {
 			p = append(p, "top "+strings.Join(tools, ", "))
 		}
 		out = append(out, strings.Join(p, " · "))
+		if s.State != "" && s.State != protocol.WorkerStateWorking && s.State != protocol.WorkerStateDone {
+			line := "state " + oneLine(s.State)
+			if s.RateLimitedUntil > 0 {
+				line += " until " + time.UnixMilli(s.RateLimitedUntil).Format("15:04")
+			}
+			if s.StateReason != "" {
+				line += ": " + oneLine(s.StateReason)
+			}
+			out = append(out, st.paint(st.warn, clipRunes(line, max(w, 10))))
+		}
 		if g := s.Git; g != nil {
 			out = append(out, m.gitLines(g, w)...)
 		}

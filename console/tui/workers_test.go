@@ -3,6 +3,8 @@ package tui
 import (
 	"strings"
 	"testing"
+
+	"github.com/agents-fleet/fleet/protocol"
 )
 
 func TestWorkerKeys(t *testing.T) {
@@ -140,4 +142,22 @@ func TestHostColumnOnlyWithHosts(t *testing.T) {
 			}
 		}
 	}
+}
+
+// TestWorkerStateShown: a worker's state says more than its status — one
+// waiting for the operator reads "needs you" in the table, and its panel
+// gives the state with its reason and its memory.
+func TestWorkerStateShown(t *testing.T) {
+	m, _ := loaded(false)
+	fs := fleetState()
+	fs.Workers[0].State = protocol.WorkerStateWaitingForOperator
+	fs.Workers[0].StateReason = "a request of its waits for an answer"
+	fs.Workers[0].RSSBytes = 512 << 20
+	fs.Workers[1].Status, fs.Workers[1].State, fs.Workers[1].StateReason = "failed", protocol.WorkerStateFailed, "stopped: its processes held 2100 MiB, over limits.workerMemoryMiB (2048 MiB)"
+	m.Apply("f1", fs, false)
+	s := screen(m, viewWorkers, 140, 40)
+	mustContain(t, s, "needs you", "state waiting-for-operator: a request of its waits for an answer", "memory 512 MiB")
+	press(m, "down")
+	s = screen(m, viewWorkers, 140, 40)
+	mustContain(t, s, "state failed: stopped: its processes held 2100 MiB")
 }
