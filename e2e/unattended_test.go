@@ -171,3 +171,51 @@ func markedPids(t *testing.T, marks ...string) []int {
 	}
 	return out
 }
+
+// With an agent coordinator, processing means the coordinator is working
+// on a prompt (issue 26): true from the prompt until its reply, false
+// while only its workers run — here while both wait for permission.
+func TestClaudeCoordinatorProcessingEndsWithItsReply(t *testing.T) {
+	ae := newAgentEnv(t, "claude", coordinatorScript())
+	d := ae.start("--control-socket", "--provider", "claude", "--workers", "2")
+	s := watch(t, d.dial(protocol.ClientOther, "watcher"))
+	c := d.dial(protocol.ClientOther, "op")
+	s.waitFor("replayEnd", isType(protocol.TypeReplayEnd))
+	c.Send(&protocol.Prompt{Text: "Add a greeting and a farewell to the repo"})
+	s.waitLong("processing while the coordinator works", func(m protocol.Message) bool {
+		st, ok := m.(*protocol.Status)
+		return ok && st.Processing
+	})
+	s.waitLong("the coordinator's reply", isType(protocol.TypeReply))
+	var asks []*protocol.AskRequest
+	for len(asks) < 2 {
+		asks = append(asks, s.waitLong("permission prompts", isType(protocol.TypeAskRequest)).(*protocol.AskRequest))
+	}
+	// Both workers are live, each waiting for the operator; the
+	// coordinator has answered: it is not processing.
+	fs := s.waitLong("fleetState with the workers waiting and the coordinator done", func(m protocol.Message) bool {
+		fs, ok := m.(*protocol.FleetState)
+		if !ok || fs.Coordinator.IsProcessing {
+			return false
+		}
+		waiting := 0
+		for _, w := range fs.Workers {
+			if w.State == protocol.WorkerStateWaitingForOperator {
+				waiting++
+			}
+		}
+		return waiting == 2
+	}).(*protocol.FleetState)
+	if fs.Coordinator.StaleMs != nil {
+		t.Fatalf("staleMs %d while the coordinator is not processing", *fs.Coordinator.StaleMs)
+	}
+	s.waitLong("status not processing", func(m protocol.Message) bool {
+		st, ok := m.(*protocol.Status)
+		return ok && !st.Processing
+	})
+	for _, a := range asks {
+		c.Send(&protocol.AskResponse{ID: a.ID, Text: "allow"})
+	}
+	s.waitLong("a worker settles", hubFrom("w1", protocol.HubCompleted))
+	d.stop()
+}

@@ -78,11 +78,17 @@ func (e *Engine) activeWorkersLocked() int64 {
 	return n
 }
 
-// processingLocked: the coordinator is processing while it has work in
-// hand (tasks running, blocked or queued behind the cap). Prompts
-// themselves are handled synchronously.
+// processingLocked is status.processing and coordinator.isProcessing
+// (docs/decisions.md). With an agent coordinator: the coordinator is
+// working on a prompt, from the prompt until its reply; workers running
+// on their own do not count. With the local provider, which has no
+// coordinator session and handles prompts at once: the fleet has work in
+// hand (tasks running, blocked or queued behind the cap).
 func (e *Engine) processingLocked(c taskCounts) bool {
-	return e.coord.busy || c.running+c.blocked > 0 || (c.pending > 0 && !e.paused)
+	if e.cfg.Coordinator != nil {
+		return e.coord.busy
+	}
+	return c.running+c.blocked > 0 || (c.pending > 0 && !e.paused)
 }
 
 func (e *Engine) statusLocked() *protocol.Status {
