@@ -321,6 +321,10 @@ type Limits struct {
 	// WorkerMemoryMiB stops a worker whose whole process tree holds more;
 	// default 0, off.
 	WorkerMemoryMiB *int `json:"workerMemoryMiB,omitempty"`
+	// StallRetries is how many stalls of an agent's turn are healed (the
+	// turn interrupted and continued, then the CLI resumed in a new
+	// process) before the worker fails; default 2.
+	StallRetries *int `json:"stallRetries,omitempty"`
 }
 
 // limitRanges are the accepted ranges of each limit.
@@ -340,6 +344,7 @@ var limitRanges = []struct {
 	{"agentStallTimeoutMs", func(l Limits) *int { return l.AgentStallTimeoutMs }, 1000, 24 * 3600 * 1000},
 	{"minFreeMemoryMiB", func(l Limits) *int { return l.MinFreeMemoryMiB }, 0, 1 << 20},
 	{"workerMemoryMiB", func(l Limits) *int { return l.WorkerMemoryMiB }, 0, 1 << 20},
+	{"stallRetries", func(l Limits) *int { return l.StallRetries }, 0, 100},
 }
 
 // Web is the "web" object of config.json: fleet web's settings.

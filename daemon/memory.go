@@ -24,7 +24,10 @@ func (m *memory) Workers() map[string]uint64 { return m.s.Sample() }
 
 // engineLimits are the limits /limits may change, from config.json.
 func engineLimits(l config.Limits) engine.Limits {
-	out := engine.Limits{MinFreeMemoryMiB: engine.DefaultMinFreeMemoryMiB}
+	out := engine.Limits{MinFreeMemoryMiB: engine.DefaultMinFreeMemoryMiB, StallRetries: engine.DefaultStallRetries}
+	if l.StallRetries != nil {
+		out.StallRetries = *l.StallRetries
+	}
 	if l.MinFreeMemoryMiB != nil {
 		out.MinFreeMemoryMiB = *l.MinFreeMemoryMiB
 	}

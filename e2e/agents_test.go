@@ -327,12 +327,13 @@ func sleepers(session string) []int {
 	return out
 }
 
-// A model endpoint that never answers: the worker shows as stale and then
+// A model endpoint that never answers, with stall healing off
+// (limits.stallRetries 0): the worker shows as stale and then
 // fails, after limits.agentStallTimeoutMs, with a reason that says so; an
 // endpoint answering 500 fails the worker in bounded time with the CLI's
 // own error text. The fleet keeps serving.
 func TestClaudeStallAndEndpointErrorFailWorkers(t *testing.T) {
-	ae := newAgentEnv(t, "claude", coordinatorScript(), map[string]any{"agentStallTimeoutMs": 6000})
+	ae := newAgentEnv(t, "claude", coordinatorScript(), map[string]any{"agentStallTimeoutMs": 6000, "stallRetries": 0})
 	d := ae.start("--control-socket", "--provider", "claude")
 	s := watch(t, d.dial(protocol.ClientOther, "w"))
 	c := d.dial(protocol.ClientOther, "op")

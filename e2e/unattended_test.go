@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/agents-fleet/fleet/internal/modelmock"
 	"github.com/agents-fleet/fleet/protocol"
 )
 
@@ -217,5 +218,41 @@ func TestClaudeCoordinatorProcessingEndsWithItsReply(t *testing.T) {
 		c.Send(&protocol.AskResponse{ID: a.ID, Text: "allow"})
 	}
 	s.waitLong("a worker settles", hubFrom("w1", protocol.HubCompleted))
+	d.stop()
+}
+
+// A hung model request is healed (issue 26): the turn is interrupted and
+// the same session told to continue; when that hangs too, the CLI is
+// stopped and a new one resumes the session; that one completes. Each
+// attempt is a hubEvent, and the worker shows as stalled meanwhile.
+func TestClaudeStallIsHealed(t *testing.T) {
+	u := modelmock.Usage{Input: 10, Output: 1}
+	script := modelmock.Script{Rules: []modelmock.Rule{
+		{Name: "resumed", Match: "previous attempt stalled", Turns: []modelmock.Turn{{Text: "recovered after the resume", Usage: u}}},
+		{Name: "nudged", Match: "continue", Turns: []modelmock.Turn{{Hang: true}}},
+		{Name: "hang-once", Match: "hang-once:", Turns: []modelmock.Turn{{Hang: true}}},
+	}}
+	ae := newAgentEnv(t, "claude", script, map[string]any{"agentStallTimeoutMs": 3000})
+	d := ae.start("--control-socket", "--provider", "claude")
+	s := watch(t, d.dial(protocol.ClientOther, "w"))
+	c := d.dial(protocol.ClientOther, "op")
+	s.waitFor("replayEnd", isType(protocol.TypeReplayEnd))
+	c.Send(&protocol.Prompt{Text: "/spawn hang-once: do the thing"})
+	first := s.waitLong("the first healing", hubFrom("w1", protocol.HubStalled)).(*protocol.HubEvent)
+	if !strings.Contains(first.Text, "told it to continue (attempt 1 of 2)") || !strings.Contains(first.Text, "agentStallTimeoutMs") {
+		t.Fatalf("first healing: %q", first.Text)
+	}
+	workerOf(s, "w1 shown stalled", "w1", func(w protocol.FleetWorkerSummary) bool {
+		return w.State == protocol.WorkerStateStalled && strings.Contains(w.StateReason, "attempt 1 of 2")
+	})
+	second := s.waitLong("the second healing", hubFrom("w1", protocol.HubStalled)).(*protocol.HubEvent)
+	if !strings.Contains(second.Text, "resumed its session in a new one (attempt 2 of 2)") {
+		t.Fatalf("second healing: %q", second.Text)
+	}
+	s.waitLong("the resumed session's answer", func(m protocol.Message) bool {
+		tr, ok := m.(*protocol.Transcript)
+		return ok && tr.Agent == "w1" && tr.Text == "recovered after the resume"
+	})
+	s.waitLong("w1 completes", hubFrom("w1", protocol.HubCompleted))
 	d.stop()
 }

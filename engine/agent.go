@@ -84,20 +84,14 @@ func (e *Engine) run(ctx context.Context, h *host) provider.TurnEnded {
 // returns: a settled worker keeps nothing running.
 func (e *Engine) runTurn(ctx context.Context, h *host, dir, text string) provider.TurnEnded {
 	w := h.w
-	prov, spec, res := e.workerProvider(h, dir)
-	if prov == nil {
+	task := text
+	prov, sess, res := e.startSession(ctx, h, dir)
+	if sess == nil {
 		return res
 	}
-	sctx, cancel := context.WithTimeout(ctx, sessionStartTimeout)
-	sess, err := prov.Start(sctx, spec, h)
-	cancel()
-	if err != nil {
-		if ctx.Err() != nil {
-			return provider.TurnEnded{ExitCode: -1, Interrupted: true, Err: fmt.Errorf("cancelled: %w", context.Cause(ctx))}
-		}
-		return provider.TurnEnded{ExitCode: -1, Err: caused(record.CauseStart, fmt.Errorf("start %s: %w", prov.Name(), err))}
-	}
-	defer sess.Close()
+	defer func() { sess.Close() }() // the session in use when it returns
+	defer w.healing.Store(0)
+	heals := 0 // stalls healed in this turn
 	for {
 		if err := e.budgetGate(ctx, h); err != nil {
 			return provider.TurnEnded{ExitCode: -1, Err: err, Interrupted: ctx.Err() != nil}
@@ -110,6 +104,45 @@ func (e *Engine) runTurn(ctx context.Context, h *host, dir, text string) provide
 			return provider.TurnEnded{ExitCode: -1, Err: fmt.Errorf("send the task to %s: %w", prov.Name(), err)}
 		}
 		res := e.awaitTurn(ctx, h, sess, quiet(prov))
+		// A stall is healed, up to limits.stallRetries times: first the
+		// turn is interrupted and the same session told to continue; then
+		// the CLI is stopped and a fresh one resumes its saved session
+		// (or, when it has none, starts the task again in its worktree).
+		if causeOf(res) == record.CauseStall && ctx.Err() == nil && heals < e.stallRetries() {
+			heals++
+			why := res.Err
+			w.healing.Store(int32(heals)) // stalled until the agent shows progress (healthy)
+			h.clearTools()
+			alive := true
+			select {
+			case <-sess.Done():
+				alive = false
+			default:
+			}
+			if heals == 1 && alive {
+				e.healed(h, heals, why, "interrupted its turn and told it to continue")
+				text = stallContinue
+				continue
+			}
+			sess.Close()
+			var next provider.Session
+			prov, next, res = e.startSession(ctx, h, dir)
+			if next == nil {
+				return res
+			}
+			sess = next
+			e.mu.Lock()
+			resumed := w.agentSession != ""
+			e.mu.Unlock()
+			if resumed {
+				e.healed(h, heals, why, "stopped its CLI and resumed its session in a new one")
+				text = stallResumed
+			} else {
+				e.healed(h, heals, why, "stopped its CLI and started the task again in a new one, in the same worktree")
+				text = task + "\n\n" + stallRestarted
+			}
+			continue
+		}
 		// Interrupted at a budget: the same session goes on once raised.
 		if paused, err := e.budgetPaused(ctx, h, sess, res); err != nil {
 			return provider.TurnEnded{ExitCode: -1, Err: err}
@@ -127,6 +160,51 @@ func (e *Engine) runTurn(ctx context.Context, h *host, dir, text string) provide
 		}
 		text = next
 	}
+}
+
+// startSession starts (or resumes, when the worker has a saved session)
+// the worker's agent session; a nil session comes with the turn's end
+// that says why.
+func (e *Engine) startSession(ctx context.Context, h *host, dir string) (provider.Provider, provider.Session, provider.TurnEnded) {
+	prov, spec, res := e.workerProvider(h, dir)
+	if prov == nil {
+		return nil, nil, res
+	}
+	sctx, cancel := context.WithTimeout(ctx, sessionStartTimeout)
+	sess, err := prov.Start(sctx, spec, h)
+	cancel()
+	if err != nil {
+		if ctx.Err() != nil {
+			return prov, nil, provider.TurnEnded{ExitCode: -1, Interrupted: true, Err: fmt.Errorf("cancelled: %w", context.Cause(ctx))}
+		}
+		return prov, nil, provider.TurnEnded{ExitCode: -1, Err: caused(record.CauseStart, fmt.Errorf("start %s: %w", prov.Name(), err))}
+	}
+	return prov, sess, provider.TurnEnded{}
+}
+
+// The turns that heal a stall (runTurn).
+const (
+	stallContinue  = "continue"
+	stallResumed   = "Continue the task where you left off. (Your previous attempt stalled: no response came, so this session was resumed in a new process.)"
+	stallRestarted = "(A previous attempt at this task stalled and was stopped; its changes so far are in this worktree. Continue from them.)"
+)
+
+// healed says that h's worker stalled and what the fleet did about it:
+// a system line in its transcript and a hubEvent.
+func (e *Engine) healed(h *host, attempt int, why error, did string) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	text := fmt.Sprintf("%v; %s (attempt %d of %d)", why, did, attempt, e.limits.StallRetries)
+	e.systemLineLocked(h.agent, text)
+	e.activityLocked(h.agent, protocol.HubStalled, text)
+	e.changedLocked()
+}
+
+// stallRetries is how many stalls a turn heals before it fails.
+func (e *Engine) stallRetries() int {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.limits.StallRetries
 }
 
 // workerProvider is the provider of h's worker (on its host when it has
@@ -226,7 +304,9 @@ func (e *Engine) awaitTurn(ctx context.Context, h *host, sess provider.Session, 
 			return res
 		case <-stall:
 			idle := time.Since(time.UnixMilli(h.lastActivity()))
-			if h.waiting() || idle < e.cfg.StallTimeout {
+			// Waiting on the operator is not a stall, nor is a tool call
+			// in flight: CLIs do not stream a running tool's output.
+			if h.waiting() || h.toolRunning() || idle < e.cfg.StallTimeout {
 				continue
 			}
 			res := e.interruptTurn(h, sess)
@@ -347,6 +427,38 @@ func (h *host) lastActivity() int64 {
 	return h.activity
 }
 
+// healthy ends the stalled state of h's worker when ev shows the agent at
+// work again: text, a tool call, output or tokens (a CLI's own start-up
+// events do not count).
+func (h *host) healthy(ev provider.Event) {
+	switch ev.(type) {
+	case provider.Text, provider.ToolStarted, provider.ToolCompleted, provider.Output, provider.Usage:
+	default:
+		return
+	}
+	if h.w.healing.Swap(0) != 0 {
+		h.e.mu.Lock()
+		h.e.changedLocked()
+		h.e.mu.Unlock()
+	}
+}
+
+// toolRunning reports whether a tool call of the agent has started and not
+// completed.
+func (h *host) toolRunning() bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return len(h.started) > 0
+}
+
+// clearTools forgets the tool calls in flight: the turn they were part of
+// was interrupted.
+func (h *host) clearTools() {
+	h.mu.Lock()
+	clear(h.started)
+	h.mu.Unlock()
+}
+
 // waiting reports whether the agent is blocked on the operator (a stall
 // then is the operator's, not the agent's).
 func (h *host) waiting() bool {
@@ -372,6 +484,9 @@ func (h *host) Event(ev provider.Event) {
 		if !h.holdCoordinatorText(ev) {
 			return
 		}
+	}
+	if h.w != nil && h.w.healing.Load() != 0 {
+		h.healthy(ev)
 	}
 	switch ev := ev.(type) {
 	case provider.Output:

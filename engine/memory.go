@@ -34,7 +34,13 @@ type Limits struct {
 	// WorkerMemoryMiB stops a worker whose process tree holds more; 0 is
 	// off (the default).
 	WorkerMemoryMiB int
+	// StallRetries is how many stalls of a turn are healed before the
+	// worker fails (agent.go). Default 2.
+	StallRetries int
 }
+
+// DefaultStallRetries is Limits.StallRetries unless configured.
+const DefaultStallRetries = 2
 
 // DefaultMinFreeMemoryMiB is Limits.MinFreeMemoryMiB unless configured.
 const DefaultMinFreeMemoryMiB = 1024
@@ -148,7 +154,7 @@ func (e *Engine) measureMemory() {
 			w.overMemory = true
 			why := fmt.Sprintf("stopped: its processes held %d MiB, over limits.workerMemoryMiB (%d MiB)", b>>20, e.limits.WorkerMemoryMiB)
 			e.systemLineLocked(w.id, why)
-			e.activityLocked(w.id, "memory", why)
+			e.activityLocked(w.id, protocol.HubMemory, why)
 			w.cancel(errOverMemory{why})
 		}
 	}
@@ -168,7 +174,7 @@ type errOverMemory struct{ why string }
 func (e errOverMemory) Error() string { return e.why }
 
 // limitNames are /limits' names, in the order it lists them.
-var limitNames = []string{"minFreeMemoryMiB", "workerMemoryMiB"}
+var limitNames = []string{"minFreeMemoryMiB", "workerMemoryMiB", "stallRetries"}
 
 // cmdLimits: /limits [NAME VALUE]. A change lasts for the session.
 func (e *Engine) cmdLimits(args string) (string, error) {
@@ -204,6 +210,11 @@ func (e *Engine) cmdLimits(args string) (string, error) {
 		e.dispatchLocked()
 	case "workerMemoryMiB":
 		e.limits.WorkerMemoryMiB = v
+	case "stallRetries":
+		if v > 100 {
+			return "", failf("stallRetries must be at most 100, not %d.", v)
+		}
+		e.limits.StallRetries = v
 	default:
 		return "", failf("No limit %q. /limits lists them.", f[0])
 	}
@@ -221,6 +232,7 @@ func (e *Engine) limitValuesLocked() map[string]string {
 	return map[string]string{
 		"minFreeMemoryMiB": off(e.limits.MinFreeMemoryMiB, " MiB"),
 		"workerMemoryMiB":  off(e.limits.WorkerMemoryMiB, " MiB"),
+		"stallRetries":     strconv.Itoa(e.limits.StallRetries),
 	}
 }
 
@@ -239,6 +251,9 @@ func (e *Engine) workerStateLocked(w *worker) (state, reason string) {
 	}
 	if h := w.host; h != nil && h.waiting() {
 		return protocol.WorkerStateWaitingForOperator, "a request of its waits for an answer"
+	}
+	if n := w.healing.Load(); n > 0 && w.host != nil {
+		return protocol.WorkerStateStalled, fmt.Sprintf("healing, attempt %d of %d", n, e.limits.StallRetries)
 	}
 	if t := e.taskByID[w.taskID]; t != nil && t.status == taskPending && strings.HasPrefix(t.waitReason, "waiting for memory") {
 		return protocol.WorkerStateWaitingForMemory, t.waitReason

@@ -105,6 +105,9 @@ type worker struct {
 	// (memory.go); overMemory: it was stopped for holding too much.
 	rss        int64
 	overMemory bool
+	// healing is the attempt healing a stall of its turn now (agent.go):
+	// the worker is stalled until its agent shows progress again.
+	healing atomic.Int32
 }
 
 type toolStat struct {

@@ -41,10 +41,13 @@ const (
 )
 
 // Hub event kinds this fleet adds (docs/protocol-decisions.md): budget
-// notices, and a worker's branch merged.
+// notices, a worker's branch merged, a stalled worker healed
+// (docs/unattended.md), a worker stopped for its memory.
 const (
-	HubBudget = "budget"
-	HubMerged = "merged"
+	HubBudget  = "budget"
+	HubMerged  = "merged"
+	HubStalled = "stalled"
+	HubMemory  = "memory"
 )
 
 // Command catalog kinds. CommandCatalogEntry.Kind is an open string.
