@@ -247,7 +247,29 @@ type TurnEnded struct {
 	ExitCode    int // the local provider's command exit code; -1 when it never ran or was killed
 }
 
+// RateLimited says the model API refused the agent's account for a while:
+// a rate limit (HTTP 429) or a usage limit. Until is when it resets, zero
+// when the CLI did not say. Retrying says the CLI waits it out itself
+// (Claude's api_retry): the turn goes on, and the fleet only holds the
+// provider's other work meanwhile.
+type RateLimited struct {
+	Until    time.Time
+	Retrying bool
+	Reason   string // in words, for the operator
+}
+
+// RateLimitError is a TurnEnded.Err for a turn the CLI ended on a rate or
+// usage limit: the fleet waits until Until (zero: it chooses the wait) and
+// resumes the session with "continue" (docs/unattended.md).
+type RateLimitError struct {
+	Until  time.Time
+	Reason string // the CLI's own words
+}
+
+func (e *RateLimitError) Error() string { return e.Reason }
+
 func (SessionStarted) isEvent() {}
+func (RateLimited) isEvent()    {}
 func (Output) isEvent()         {}
 func (Text) isEvent()           {}
 func (Note) isEvent()           {}

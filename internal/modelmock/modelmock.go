@@ -38,6 +38,7 @@ type Server struct {
 
 	mu       sync.Mutex
 	script   Script
+	answered map[string]int // requests answered per rule and turn, for Turn.Times
 	reqs     []Request
 	closed   bool
 	handlers sync.WaitGroup // handlers in flight; Add only under mu while !closed
@@ -469,4 +470,15 @@ func forcedMessage(t Turn) string {
 		return t.ErrorMessage
 	}
 	return fmt.Sprintf("modelmock forced status %d", t.Status)
+}
+
+// count counts one more request routed to key and returns the count.
+func (s *Server) count(key string) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.answered == nil {
+		s.answered = map[string]int{}
+	}
+	s.answered[key]++
+	return s.answered[key]
 }

@@ -1110,3 +1110,25 @@ func TestLoadScript(t *testing.T) {
 		t.Error("missing file accepted")
 	}
 }
+
+// TestLimitThatPasses: a 429 turn with Times 2 and headers answers the
+// first two requests routed to it with the status and the headers; the
+// third (a CLI retrying the same request) gets the rule's next turn.
+func TestLimitThatPasses(t *testing.T) {
+	s := start(t, Script{Rules: []Rule{{Name: "limited", Match: "limited task", Turns: []Turn{
+		{Status: 429, ErrorMessage: "slow down", Times: 2, Headers: map[string]string{"retry-after": "5", "anthropic-ratelimit-requests-reset": "2026-12-02T21:23:00Z"}},
+		{Text: "through"},
+	}}}})
+	c := client(t)
+	url := s.URL() + "/v1/messages"
+	for i := range 2 {
+		resp, b := post(t, c, url, messages(false, userText("the limited task")))
+		if resp.StatusCode != 429 || resp.Header.Get("retry-after") != "5" || resp.Header.Get("anthropic-ratelimit-requests-reset") == "" || !strings.Contains(string(b), "slow down") {
+			t.Fatalf("request %d: %d %v %s", i+1, resp.StatusCode, resp.Header, b)
+		}
+	}
+	resp, b := post(t, c, url, messages(false, userText("the limited task")))
+	if resp.StatusCode != http.StatusOK || textOf(t, b) != "through" {
+		t.Fatalf("the third request: %d %s", resp.StatusCode, b)
+	}
+}

@@ -3,6 +3,7 @@ package modelmock
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"strings"
 )
@@ -344,8 +345,18 @@ func begin[R apiRequest](x *exchange, parse func([]byte) (R, error), fail func(s
 	}
 	prompt, turn := req.route()
 	var rule string
-	rule, t = x.s.currentScript().pick(prompt, turn)
+	sc := x.s.currentScript()
+	rule, t = sc.pick(prompt, turn)
+	// A turn that answers only its first Times requests passes the rest
+	// on to the rule's next turn.
+	for t.Times > 0 && x.s.count(fmt.Sprintf("%s#%d", rule, turn)) > t.Times {
+		turn++
+		rule, t = sc.pick(prompt, turn)
+	}
 	x.routed(rule, turn, req.model())
+	for k, v := range t.Headers {
+		x.w.Header().Set(k, v)
+	}
 	x.wait(t.Delay, t.Hang)
 	if t.Status != 0 {
 		fail(t.Status, forcedMessage(t))

@@ -48,6 +48,14 @@ type Turn struct {
 	Delay time.Duration `json:"delay,omitempty"`
 	// Hang never answers, until Close or the client goes away.
 	Hang bool `json:"hang,omitempty"`
+	// Headers are set on the response: retry-after, the
+	// anthropic-ratelimit-* and x-ratelimit-reset-* headers of a 429.
+	Headers map[string]string `json:"headers,omitempty"`
+	// Times, when non-zero, makes this turn answer only the first Times
+	// requests routed to it (a CLI retrying the same request is routed to
+	// the same turn); later ones get the rule's next turn. With Status
+	// 429 and a retry-after, that is a limit that passes.
+	Times int `json:"times,omitempty"`
 }
 
 // ToolCall is one tool call in a model response.
@@ -145,20 +153,22 @@ func decodeStrict(data []byte, v any) error {
 
 // turnJSON is Turn as it is written in JSON: Delay as a duration string.
 type turnJSON struct {
-	Text         string     `json:"text,omitempty"`
-	Reasoning    string     `json:"reasoning,omitempty"`
-	ToolCalls    []ToolCall `json:"toolCalls,omitempty"`
-	Usage        Usage      `json:"usage,omitzero"`
-	Status       int        `json:"status,omitempty"`
-	ErrorMessage string     `json:"errorMessage,omitempty"`
-	Malformed    bool       `json:"malformed,omitempty"`
-	Delay        string     `json:"delay,omitempty"`
-	Hang         bool       `json:"hang,omitempty"`
+	Text         string            `json:"text,omitempty"`
+	Reasoning    string            `json:"reasoning,omitempty"`
+	ToolCalls    []ToolCall        `json:"toolCalls,omitempty"`
+	Usage        Usage             `json:"usage,omitzero"`
+	Status       int               `json:"status,omitempty"`
+	ErrorMessage string            `json:"errorMessage,omitempty"`
+	Malformed    bool              `json:"malformed,omitempty"`
+	Delay        string            `json:"delay,omitempty"`
+	Hang         bool              `json:"hang,omitempty"`
+	Headers      map[string]string `json:"headers,omitempty"`
+	Times        int               `json:"times,omitempty"`
 }
 
 // MarshalJSON writes Delay as a Go duration string.
 func (t Turn) MarshalJSON() ([]byte, error) {
-	j := turnJSON{t.Text, t.Reasoning, t.ToolCalls, t.Usage, t.Status, t.ErrorMessage, t.Malformed, "", t.Hang}
+	j := turnJSON{t.Text, t.Reasoning, t.ToolCalls, t.Usage, t.Status, t.ErrorMessage, t.Malformed, "", t.Hang, t.Headers, t.Times}
 	if t.Delay != 0 {
 		j.Delay = t.Delay.String()
 	}
@@ -182,7 +192,10 @@ func (t *Turn) UnmarshalJSON(data []byte) error {
 			return fmt.Errorf("turn delay %q is negative", j.Delay)
 		}
 	}
-	*t = Turn{j.Text, j.Reasoning, j.ToolCalls, j.Usage, j.Status, j.ErrorMessage, j.Malformed, d, j.Hang}
+	if j.Times < 0 {
+		return fmt.Errorf("turn times %d is negative", j.Times)
+	}
+	*t = Turn{j.Text, j.Reasoning, j.ToolCalls, j.Usage, j.Status, j.ErrorMessage, j.Malformed, d, j.Hang, j.Headers, j.Times}
 	return nil
 }
 

@@ -32,6 +32,9 @@ type stream struct {
 	firstGarbage string
 	startErr     string // a result's error text before any turn (a failed --resume)
 	autoAllowed  int    // can_use_tool requests for the fleet's own tools, allowed unasked
+	// limitUntil is when a usage limit a rate_limit_event rejected the
+	// account for resets; zero when none holds.
+	limitUntil time.Time
 }
 
 type toolCall struct {
@@ -136,6 +139,8 @@ func (s *session) handleLine(line []byte) {
 		default:
 			s.st.count("system/" + rawStr(e.subtype))
 		}
+	case "rate_limit_event":
+		s.onRateLimit(line)
 	case "control_request":
 		s.onControlRequest(e)
 	case "control_response":
@@ -554,6 +559,9 @@ func (s *session) onResult(line []byte) {
 	case !r.IsError:
 	case interrupted:
 		ev.Interrupted = true
+	case r.APIErrorStatus != nil && *r.APIErrorStatus == 429:
+		// A limit: the fleet waits it out and resumes the session.
+		ev.Err = &provider.RateLimitError{Until: s.st.limitUntil, Reason: resultError(r).Error()}
 	default:
 		ev.Err = resultError(r)
 	}
@@ -633,6 +641,42 @@ func (s *session) onRetry(line []byte) {
 	}
 	delay := time.Duration(r.RetryDelayMS * float64(time.Millisecond)).Round(100 * time.Millisecond)
 	s.h.Event(provider.Note{Text: fmt.Sprintf("the model API %s; claude retries (%d of %d) in %v", what, r.Attempt, r.MaxRetries, delay)})
+	if (r.ErrorStatus != nil && *r.ErrorStatus == 429) || r.Error == "rate_limit" {
+		// Claude waits a retry-after itself: the account is limited until then.
+		s.h.Event(provider.RateLimited{Until: time.Now().Add(delay), Retrying: true,
+			Reason: fmt.Sprintf("the model API answered 429; claude waits %v and retries", delay)})
+	}
+}
+
+// onRateLimit reads a rate_limit_event (a subscription credential's
+// limits): a rejected status says the account is limited until resetsAt
+// (epoch seconds), exactly; the turn then ends with a 429 result.
+func (s *session) onRateLimit(line []byte) {
+	var ev struct {
+		Info struct {
+			Status   string  `json:"status"`
+			ResetsAt float64 `json:"resetsAt"`
+			Type     string  `json:"rateLimitType"`
+		} `json:"rate_limit_info"`
+	}
+	if json.Unmarshal(line, &ev) != nil {
+		s.st.count("rate_limit_event")
+		return
+	}
+	if ev.Info.Status != "rejected" {
+		s.st.limitUntil = time.Time{}
+		return
+	}
+	until := time.Time{}
+	if ev.Info.ResetsAt > 0 && ev.Info.ResetsAt < 1e11 { // seconds, and sane
+		until = time.Unix(int64(ev.Info.ResetsAt), 0)
+	}
+	s.st.limitUntil = until
+	what := "usage limit"
+	if ev.Info.Type != "" {
+		what += " (" + ev.Info.Type + ")"
+	}
+	s.h.Event(provider.RateLimited{Until: until, Reason: "claude: " + what + " reached"})
 }
 
 func (s *session) onControlResponse(e envelope) {
