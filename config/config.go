@@ -325,6 +325,9 @@ type Limits struct {
 	// turn interrupted and continued, then the CLI resumed in a new
 	// process) before the worker fails; default 2.
 	StallRetries *int `json:"stallRetries,omitempty"`
+	// RateLimitMaxWaitMs bounds the wait for a rate or usage limit to
+	// reset; past it the worker fails with the reason. Default 6 h.
+	RateLimitMaxWaitMs *int `json:"rateLimitMaxWaitMs,omitempty"`
 }
 
 // limitRanges are the accepted ranges of each limit.
@@ -345,6 +348,7 @@ var limitRanges = []struct {
 	{"minFreeMemoryMiB", func(l Limits) *int { return l.MinFreeMemoryMiB }, 0, 1 << 20},
 	{"workerMemoryMiB", func(l Limits) *int { return l.WorkerMemoryMiB }, 0, 1 << 20},
 	{"stallRetries", func(l Limits) *int { return l.StallRetries }, 0, 100},
+	{"rateLimitMaxWaitMs", func(l Limits) *int { return l.RateLimitMaxWaitMs }, 0, 7 * 24 * 3600 * 1000},
 }
 
 // Web is the "web" object of config.json: fleet web's settings.

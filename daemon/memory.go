@@ -1,6 +1,8 @@
 package daemon
 
 import (
+	"time"
+
 	"github.com/agents-fleet/fleet/config"
 	"github.com/agents-fleet/fleet/engine"
 	"github.com/agents-fleet/fleet/internal/memstat"
@@ -25,6 +27,10 @@ func (m *memory) Workers() map[string]uint64 { return m.s.Sample() }
 // engineLimits are the limits /limits may change, from config.json.
 func engineLimits(l config.Limits) engine.Limits {
 	out := engine.Limits{MinFreeMemoryMiB: engine.DefaultMinFreeMemoryMiB, StallRetries: engine.DefaultStallRetries}
+	out.RateLimitMaxWait = engine.DefaultRateLimitMaxWait
+	if l.RateLimitMaxWaitMs != nil {
+		out.RateLimitMaxWait = time.Duration(*l.RateLimitMaxWaitMs) * time.Millisecond
+	}
 	if l.StallRetries != nil {
 		out.StallRetries = *l.StallRetries
 	}

@@ -91,7 +91,7 @@ func (e *Engine) runTurn(ctx context.Context, h *host, dir, text string) provide
 	}
 	defer func() { sess.Close() }() // the session in use when it returns
 	defer w.healing.Store(0)
-	heals := 0 // stalls healed in this turn
+	heals, waits := 0, 0 // stalls healed and limits waited out in this turn
 	for {
 		if err := e.budgetGate(ctx, h); err != nil {
 			return provider.TurnEnded{ExitCode: -1, Err: err, Interrupted: ctx.Err() != nil}
@@ -141,6 +141,28 @@ func (e *Engine) runTurn(ctx context.Context, h *host, dir, text string) provide
 				e.healed(h, heals, why, "stopped its CLI and started the task again in a new one, in the same worktree")
 				text = task + "\n\n" + stallRestarted
 			}
+			continue
+		}
+		// A rate or usage limit: wait for its reset, then continue in the
+		// same session (a new one resuming it, when the CLI ended).
+		if rl := rateLimitOf(res); rl != nil && ctx.Err() == nil {
+			waits++
+			if err := e.waitOutLimit(ctx, h, rl, waits); err != nil {
+				res.Err = err
+				return res
+			}
+			select {
+			case <-sess.Done():
+				sess.Close()
+				var next provider.Session
+				prov, next, res = e.startSession(ctx, h, dir)
+				if next == nil {
+					return res
+				}
+				sess = next
+			default:
+			}
+			text = rateContinue
 			continue
 		}
 		// Interrupted at a budget: the same session goes on once raised.
@@ -306,7 +328,7 @@ func (e *Engine) awaitTurn(ctx context.Context, h *host, sess provider.Session, 
 			idle := time.Since(time.UnixMilli(h.lastActivity()))
 			// Waiting on the operator is not a stall, nor is a tool call
 			// in flight: CLIs do not stream a running tool's output.
-			if h.waiting() || h.toolRunning() || idle < e.cfg.StallTimeout {
+			if h.waiting() || h.toolRunning() || e.rateWaiting(h) || idle < e.cfg.StallTimeout {
 				continue
 			}
 			res := e.interruptTurn(h, sess)
@@ -489,6 +511,8 @@ func (h *host) Event(ev provider.Event) {
 		h.healthy(ev)
 	}
 	switch ev := ev.(type) {
+	case provider.RateLimited:
+		e.rateLimited(h, ev)
 	case provider.Output:
 		h.output(ev.Stream, ev.Lines)
 	case provider.Text:

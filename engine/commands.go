@@ -61,7 +61,7 @@ func init() {
 		{"/pr", "/pr WORKER [--draft]", "Push a settled worker's branch and open a pull request (gh, or the configured hook); the push is confirmed first.", "workers", (*Engine).cmdPR},
 		{"/fleet-intel", "/fleet-intel [accept|dismiss ID]", "What past runs say: success rates, top errors, suggestions (accept or dismiss them).", "intel", intelCmd("/fleet-intel")},
 		{"/learn", "/learn [SKILL [--from FILE]] | /learn apply|reject SHADOW", "Propose a shadow version of a skill from its failures, A/B it on real tasks, apply or reject it.", "intel", intelCmd("/learn")},
-		{"/limits", "/limits [NAME VALUE]", "List the session's limits, or change one for the session (minFreeMemoryMiB, workerMemoryMiB, stallRetries).", "dispatch", (*Engine).cmdLimits},
+		{"/limits", "/limits [NAME VALUE]", "List the session's limits, or change one for the session (minFreeMemoryMiB, workerMemoryMiB, stallRetries, rateLimitMaxWaitMs).", "dispatch", (*Engine).cmdLimits},
 		{"/budget", "/budget [session|worker|WORKER] [N|off]", "Token budgets: use against them (and cost where prices are set), or set them.", "workers", (*Engine).cmdBudget},
 		{"/hold", "/hold <task> <reason>", "Native sessions: hold a task in the root until an operator releases it.", "tasks", (*Engine).cmdHold},
 	}

@@ -137,9 +137,10 @@ type Engine struct {
 	coordModel    string
 	coordTokens   tokens
 	sessionTokens tokens
-	budget        budgetState // token budgets (budget.go)
-	limits        Limits      // the session's, changed by /limits
-	mem           memState    // the last memory measure (memory.go)
+	budget        budgetState         // token budgets (budget.go)
+	limits        Limits              // the session's, changed by /limits
+	mem           memState            // the last memory measure (memory.go)
+	rateHolds     map[string]rateHold // providers held by a rate limit (ratelimit.go)
 
 	runWG sync.WaitGroup // task goroutines, the native admitLoop
 
@@ -209,10 +210,8 @@ func New(cfg Config) *Engine {
 		e.runWG.Add(1)
 		go e.gitStateLoop(l)
 	}
-	if cfg.Memory != nil {
-		e.runWG.Add(1)
-		go e.memLoop()
-	}
+	e.runWG.Add(1)
+	go e.watchLoop()
 	if cfg.Restore != nil {
 		e.mu.Lock()
 		e.restoreLocked(cfg.Restore)

@@ -37,6 +37,9 @@ type Limits struct {
 	// StallRetries is how many stalls of a turn are healed before the
 	// worker fails (agent.go). Default 2.
 	StallRetries int
+	// RateLimitMaxWait bounds the wait for a rate or usage limit to reset
+	// (ratelimit.go); past it the worker fails. Default 6 h.
+	RateLimitMaxWait time.Duration
 }
 
 // DefaultStallRetries is Limits.StallRetries unless configured.
@@ -97,15 +100,21 @@ func (e *Engine) startedLocalLocked(t *task) {
 	}
 }
 
-// memLoop measures the machine's memory and the workers' trees until
-// Shutdown: tasks waiting for memory start when it returns; a worker over
-// its limit is stopped.
-func (e *Engine) memLoop() {
+// watchLoop, about once a second until Shutdown, measures the machine's
+// memory and the workers' trees (tasks waiting for memory start when it
+// returns; a worker over its limit is stopped) and ends the rate-limit
+// holds whose time has come.
+func (e *Engine) watchLoop() {
 	defer e.runWG.Done()
 	tick := time.NewTicker(memInterval)
 	defer tick.Stop()
 	for {
-		e.measureMemory()
+		if e.cfg.Memory != nil {
+			e.measureMemory()
+		}
+		e.mu.Lock()
+		e.releaseRateHoldsLocked(time.Now())
+		e.mu.Unlock()
 		select {
 		case <-e.admitStop:
 			return
@@ -174,7 +183,7 @@ type errOverMemory struct{ why string }
 func (e errOverMemory) Error() string { return e.why }
 
 // limitNames are /limits' names, in the order it lists them.
-var limitNames = []string{"minFreeMemoryMiB", "workerMemoryMiB", "stallRetries"}
+var limitNames = []string{"minFreeMemoryMiB", "workerMemoryMiB", "stallRetries", "rateLimitMaxWaitMs"}
 
 // cmdLimits: /limits [NAME VALUE]. A change lasts for the session.
 func (e *Engine) cmdLimits(args string) (string, error) {
@@ -195,9 +204,13 @@ func (e *Engine) cmdLimits(args string) (string, error) {
 	default:
 		return "", failure("Usage: /limits [NAME VALUE] (names: " + strings.Join(limitNames, ", ") + ")")
 	}
+	top := 1 << 20
+	if f[0] == "rateLimitMaxWaitMs" {
+		top = 7 * 24 * 3600 * 1000
+	}
 	v, err := strconv.Atoi(f[1])
-	if err != nil || v < 0 || v > 1<<20 {
-		return "", failf("%s must be a whole number from 0 to %d, not %q.", f[0], 1<<20, f[1])
+	if err != nil || v < 0 || v > top {
+		return "", failf("%s must be a whole number from 0 to %d, not %q.", f[0], top, f[1])
 	}
 	switch f[0] {
 	case "minFreeMemoryMiB":
@@ -215,6 +228,8 @@ func (e *Engine) cmdLimits(args string) (string, error) {
 			return "", failf("stallRetries must be at most 100, not %d.", v)
 		}
 		e.limits.StallRetries = v
+	case "rateLimitMaxWaitMs":
+		e.limits.RateLimitMaxWait = time.Duration(v) * time.Millisecond
 	default:
 		return "", failf("No limit %q. /limits lists them.", f[0])
 	}
@@ -230,9 +245,10 @@ func (e *Engine) limitValuesLocked() map[string]string {
 		return strconv.Itoa(v) + unit
 	}
 	return map[string]string{
-		"minFreeMemoryMiB": off(e.limits.MinFreeMemoryMiB, " MiB"),
-		"workerMemoryMiB":  off(e.limits.WorkerMemoryMiB, " MiB"),
-		"stallRetries":     strconv.Itoa(e.limits.StallRetries),
+		"minFreeMemoryMiB":   off(e.limits.MinFreeMemoryMiB, " MiB"),
+		"workerMemoryMiB":    off(e.limits.WorkerMemoryMiB, " MiB"),
+		"stallRetries":       strconv.Itoa(e.limits.StallRetries),
+		"rateLimitMaxWaitMs": fmt.Sprintf("%d (%s)", e.limits.RateLimitMaxWait.Milliseconds(), e.limits.RateLimitMaxWait),
 	}
 }
 
@@ -251,6 +267,9 @@ func (e *Engine) workerStateLocked(w *worker) (state, reason string) {
 	}
 	if h := w.host; h != nil && h.waiting() {
 		return protocol.WorkerStateWaitingForOperator, "a request of its waits for an answer"
+	}
+	if w.host != nil && time.Now().Before(w.rateUntil) {
+		return protocol.WorkerStateRateLimited, w.rateReason
 	}
 	if n := w.healing.Load(); n > 0 && w.host != nil {
 		return protocol.WorkerStateStalled, fmt.Sprintf("healing, attempt %d of %d", n, e.limits.StallRetries)

@@ -265,7 +265,7 @@ func (e *Engine) admitPending() {
 			continue // reserve every new task; start only what fits
 		}
 		e.mu.Lock()
-		held := e.budgetHoldsLocked(t) || e.memoryHoldsLocked(t)
+		held := e.budgetHoldsLocked(t) || e.rateHeldLocked(t) || e.memoryHoldsLocked(t)
 		e.mu.Unlock()
 		if held {
 			continue

@@ -174,6 +174,9 @@ func (e *Engine) fleetStateLocked(now time.Time) *protocol.FleetState {
 			RSSBytes:       w.rss,
 		}
 		ws.State, ws.StateReason = e.workerStateLocked(w)
+		if ws.State == protocol.WorkerStateRateLimited {
+			ws.RateLimitedUntil = w.rateUntil.UnixMilli()
+		}
 		ws.TopTools = topTools(w.toolCounts, 5)
 		ws.Git = w.git
 		end := now

@@ -108,6 +108,10 @@ type worker struct {
 	// healing is the attempt healing a stall of its turn now (agent.go):
 	// the worker is stalled until its agent shows progress again.
 	healing atomic.Int32
+	// rateUntil is when the rate limit it waits out resets (ratelimit.go);
+	// rateReason says which.
+	rateUntil  time.Time
+	rateReason string
 }
 
 type toolStat struct {
@@ -153,7 +157,7 @@ func (e *Engine) dispatchLocked() {
 			e.setWaitLocked(t, why)
 			continue
 		}
-		if host == "" && e.memoryHoldsLocked(t) {
+		if e.rateHeldLocked(t) || host == "" && e.memoryHoldsLocked(t) {
 			continue
 		}
 		e.startLocked(t, host)

@@ -48,6 +48,10 @@ const (
 	HubMerged  = "merged"
 	HubStalled = "stalled"
 	HubMemory  = "memory"
+	// HubRateLimited: a provider is held by a rate or usage limit;
+	// HubResumed: its limit reset (and a worker's session resumed).
+	HubRateLimited = "rate-limited"
+	HubResumed     = "resumed"
 )
 
 // Command catalog kinds. CommandCatalogEntry.Kind is an open string.
