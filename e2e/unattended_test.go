@@ -6,7 +6,6 @@ import (
 	"strconv"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/agents-fleet/fleet/internal/modelmock"
 	"github.com/agents-fleet/fleet/protocol"
@@ -259,61 +258,85 @@ func TestClaudeStallIsHealed(t *testing.T) {
 }
 
 // A rate limit is waited out (issue 26): the endpoint answers 429 with
-// retry-after 5; Claude says it waits, the worker shows rate-limited
-// until then, a console sees the provider held and released, and a task
-// for the same provider waits, saying why, and starts only after the
-// limit reset. The limited worker completes.
-func TestClaudeRateLimitIsWaitedOut(t *testing.T) {
-	u := modelmock.Usage{Input: 10, Output: 1}
+// retry-after 5; the CLI says it waits (Claude with the delay, Codex
+// without), the worker shows rate-limited, a console sees the provider
+// held and released, and a task for the same provider waits, saying why,
+// and starts only after the limit ended. The limited worker completes.
+func TestRateLimitIsWaitedOut(t *testing.T) {
+	for _, name := range []string{"claude", "codex"} {
+		t.Run(name, func(t *testing.T) {
+			u := modelmock.Usage{Input: 10, Output: 1}
+			script := modelmock.Script{Rules: []modelmock.Rule{
+				{Name: "limited", Match: "limited:", Turns: []modelmock.Turn{
+					{Status: 429, ErrorMessage: "rate limited", Times: 1, Headers: map[string]string{"retry-after": "5"}},
+					{Text: "through after the limit", Usage: u},
+				}},
+				{Name: "second", Match: "second:", Turns: []modelmock.Turn{{Text: "second done", Usage: u}}},
+			}}
+			ae := newAgentEnv(t, name, script)
+			d := ae.start("--control-socket", "--provider", name)
+			s := watch(t, d.dial(protocol.ClientOther, "w"))
+			c := d.dial(protocol.ClientOther, "op")
+			s.waitFor("replayEnd", isType(protocol.TypeReplayEnd))
+			c.Send(&protocol.Prompt{Text: "/spawn limited: do it"})
+			held := s.waitLong(name+" held", func(m protocol.Message) bool {
+				h, ok := m.(*protocol.HubEvent)
+				return ok && h.Kind == protocol.HubRateLimited
+			}).(*protocol.HubEvent)
+			if !strings.Contains(held.Text, name+" is rate-limited until") || !strings.Contains(held.Text, "429") {
+				t.Fatalf("held: %q", held.Text)
+			}
+			w1 := workerOf(s, "w1 rate-limited", "w1", func(w protocol.FleetWorkerSummary) bool { return w.State == protocol.WorkerStateRateLimited })
+			if w1.RateLimitedUntil == 0 || !strings.Contains(w1.StateReason, "429") {
+				t.Fatalf("w1: %+v", w1)
+			}
+			// Another task of the provider waits for the limit to end.
+			c.Send(&protocol.Prompt{Text: "/spawn second: then this"})
+			if reason := taskWaits(s, "t2", "rate-limited"); !strings.HasPrefix(reason, "waiting: "+name+" is rate-limited until ") {
+				t.Fatalf("t2 waits: %q", reason)
+			}
+			resumed, spawnedEarly := false, false
+			answered, done := false, map[string]bool{}
+			s.waitLong("w1 through, the limit ended, w2 started after it, both done", func(m protocol.Message) bool {
+				switch m := m.(type) {
+				case *protocol.Transcript:
+					answered = answered || m.Agent == "w1" && m.Text == "through after the limit"
+				case *protocol.HubEvent:
+					switch {
+					case m.Kind == protocol.HubResumed:
+						resumed = true
+					case m.From == "w2" && m.Kind == protocol.HubSpawned:
+						spawnedEarly = !resumed
+					case m.Kind == protocol.HubCompleted:
+						done[m.From] = true
+					}
+				}
+				return answered && done["w1"] && done["w2"]
+			})
+			if spawnedEarly {
+				t.Fatal("w2 started before the provider's limit ended")
+			}
+			d.stop()
+		})
+	}
+}
+
+// A limit the CLI gives up on, with no reset time (Claude's 429 result
+// after its retries), that the fleet would wait out longer than
+// limits.rateLimitMaxWaitMs: the worker fails, saying so.
+func TestRateLimitPastTheMaxWaitFails(t *testing.T) {
 	script := modelmock.Script{Rules: []modelmock.Rule{
-		{Name: "limited", Match: "limited:", Turns: []modelmock.Turn{
-			{Status: 429, ErrorMessage: "rate limited", Times: 1, Headers: map[string]string{"retry-after": "5"}},
-			{Text: "through after the limit", Usage: u},
-		}},
-		{Name: "second", Match: "second:", Turns: []modelmock.Turn{{Text: "second done", Usage: u}}},
+		{Name: "limited", Match: "limited:", Turns: []modelmock.Turn{{Status: 429, ErrorMessage: "rate limited, no reset given"}}},
 	}}
-	ae := newAgentEnv(t, "claude", script)
+	ae := newAgentEnv(t, "claude", script, map[string]any{"rateLimitMaxWaitMs": 30000})
 	d := ae.start("--control-socket", "--provider", "claude")
 	s := watch(t, d.dial(protocol.ClientOther, "w"))
 	c := d.dial(protocol.ClientOther, "op")
 	s.waitFor("replayEnd", isType(protocol.TypeReplayEnd))
 	c.Send(&protocol.Prompt{Text: "/spawn limited: do it"})
-	held := s.waitLong("claude held", func(m protocol.Message) bool {
-		h, ok := m.(*protocol.HubEvent)
-		return ok && h.Kind == protocol.HubRateLimited
-	}).(*protocol.HubEvent)
-	if !strings.Contains(held.Text, "claude is rate-limited until") || !strings.Contains(held.Text, "429") {
-		t.Fatalf("held: %q", held.Text)
-	}
-	w1 := workerOf(s, "w1 rate-limited", "w1", func(w protocol.FleetWorkerSummary) bool { return w.State == protocol.WorkerStateRateLimited })
-	if w1.RateLimitedUntil == 0 || !strings.Contains(w1.StateReason, "429") {
-		t.Fatalf("w1: %+v", w1)
-	}
-	heldUntil := time.UnixMilli(w1.RateLimitedUntil)
-	// Another claude task waits for the reset.
-	c.Send(&protocol.Prompt{Text: "/spawn second: then this"})
-	reason := taskWaits(s, "t2", "rate-limited")
-	if !strings.HasPrefix(reason, "waiting: claude is rate-limited until ") {
-		t.Fatalf("t2 waits: %q", reason)
-	}
-	var w2At time.Time
-	answered, done := false, map[string]bool{}
-	s.waitLong("w1 through, w2 started after the reset, both done", func(m protocol.Message) bool {
-		switch m := m.(type) {
-		case *protocol.Transcript:
-			answered = answered || m.Agent == "w1" && m.Text == "through after the limit"
-		case *protocol.HubEvent:
-			switch {
-			case m.From == "w2" && m.Kind == protocol.HubSpawned:
-				w2At = time.UnixMilli(m.Ts)
-			case m.Kind == protocol.HubCompleted:
-				done[m.From] = true
-			}
-		}
-		return answered && done["w1"] && done["w2"]
-	})
-	if w2At.Before(heldUntil.Add(-time.Second)) {
-		t.Fatalf("w2 started at %s, before the limit reset at %s", w2At.Format(time.RFC3339Nano), heldUntil.Format(time.RFC3339Nano))
+	failed := s.waitLong("w1 fails", hubFrom("w1", protocol.HubFailed)).(*protocol.HubEvent)
+	if !strings.Contains(failed.Text, "429") || !strings.Contains(failed.Text, "past limits.rateLimitMaxWaitMs (30s)") {
+		t.Fatalf("w1 failed: %q", failed.Text)
 	}
 	d.stop()
 }

@@ -449,20 +449,28 @@ func (h *host) lastActivity() int64 {
 	return h.activity
 }
 
-// healthy ends the stalled state of h's worker when ev shows the agent at
-// work again: text, a tool call, output or tokens (a CLI's own start-up
-// events do not count).
+// healthy ends the stalled or rate-limited state of h's worker when ev
+// shows the agent at work again: text, a tool call, output or tokens (a
+// CLI's own start-up events do not count). A model response proves the
+// account works again, so the limit's hold on the provider ends too.
 func (h *host) healthy(ev provider.Event) {
 	switch ev.(type) {
 	case provider.Text, provider.ToolStarted, provider.ToolCompleted, provider.Output, provider.Usage:
 	default:
 		return
 	}
-	if h.w.healing.Swap(0) != 0 {
-		h.e.mu.Lock()
-		h.e.changedLocked()
-		h.e.mu.Unlock()
+	healed := h.w.healing.Swap(0) != 0
+	limited := h.w.limited.Swap(false)
+	if !healed && !limited {
+		return
 	}
+	e := h.e
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if limited {
+		e.limitPassedLocked(h.w)
+	}
+	e.changedLocked()
 }
 
 // toolRunning reports whether a tool call of the agent has started and not
@@ -507,7 +515,7 @@ func (h *host) Event(ev provider.Event) {
 			return
 		}
 	}
-	if h.w != nil && h.w.healing.Load() != 0 {
+	if h.w != nil && (h.w.healing.Load() != 0 || h.w.limited.Load()) {
 		h.healthy(ev)
 	}
 	switch ev := ev.(type) {

@@ -99,6 +99,7 @@ func (e *Engine) rateLimited(h *host, ev provider.RateLimited) {
 	defer e.mu.Unlock()
 	if w := h.w; w != nil {
 		w.rateUntil, w.rateReason = until, ev.Reason
+		w.limited.Store(true)
 		e.holdProviderLocked(e.providerNameLocked(w.provider), until, ev.Reason)
 	} else {
 		e.holdProviderLocked(e.cfg.Provider.Name(), until, ev.Reason)
@@ -133,10 +134,27 @@ func (e *Engine) waitOutLimit(ctx context.Context, h *host, rl *provider.RateLim
 	}
 	e.mu.Lock()
 	w.rateUntil, w.rateReason = time.Time{}, ""
+	w.limited.Store(false)
 	e.releaseRateHoldsLocked(time.Now())
 	e.changedLocked()
 	e.mu.Unlock()
 	return nil
+}
+
+// limitPassedLocked: w's agent got a model response while it was rate-
+// limited (its CLI waited the limit out itself), so the account works
+// again: w is no longer limited, and its provider's hold ends now.
+func (e *Engine) limitPassedLocked(w *worker) {
+	if w.rateUntil.IsZero() {
+		return
+	}
+	w.rateUntil, w.rateReason = time.Time{}, ""
+	name := e.providerNameLocked(w.provider)
+	if h, ok := e.rateHolds[name]; ok {
+		h.until = time.Now()
+		e.rateHolds[name] = h
+		e.releaseRateHoldsLocked(time.Now())
+	}
 }
 
 // rateLimitOf is the limit a turn ended on, or nil.

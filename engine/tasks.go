@@ -112,6 +112,7 @@ type worker struct {
 	// rateReason says which.
 	rateUntil  time.Time
 	rateReason string
+	limited    atomic.Bool // rateUntil is set: progress from the agent clears it
 }
 
 type toolStat struct {

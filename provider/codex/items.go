@@ -552,9 +552,67 @@ func (s *session) turnCompleted(m jsonrpc.Params) {
 				msg += ": " + *d
 			}
 			ev.Err = &TurnError{Message: msg, Code: errorInfo(e.CodexErrorInfo)}
+			if e.limited() {
+				// The fleet waits for the reset (when known) and continues.
+				ev.Err = &provider.RateLimitError{Until: s.rd.resetsAt, Reason: "codex: " + ev.Err.Error()}
+			}
 		}
 	default:
 		ev.Err = fmt.Errorf("the turn ended with status %q", p.Turn.Status)
 	}
 	s.endTurn(tr, ev)
+}
+
+// status is the HTTP status codexErrorInfo names (responseStreamDisconnected,
+// responseTooManyFailedAttempts, httpConnectionFailed: {httpStatusCode}),
+// or 0.
+func (e turnError) status() int {
+	var obj map[string]struct {
+		HTTPStatusCode *int `json:"httpStatusCode"`
+	}
+	if json.Unmarshal(e.CodexErrorInfo, &obj) != nil {
+		return 0
+	}
+	for _, v := range obj {
+		if v.HTTPStatusCode != nil {
+			return *v.HTTPStatusCode
+		}
+	}
+	return 0
+}
+
+// limited reports whether the error is the account's rate or usage limit.
+func (e turnError) limited() bool {
+	return e.status() == 429 || errorInfo(e.CodexErrorInfo) == "usageLimitExceeded"
+}
+
+// rateLimits reads account/rateLimits/updated: the primary (or secondary)
+// window's resetsAt (epoch seconds) when its limit is reached.
+func (s *session) rateLimits(m jsonrpc.Params) {
+	type window struct {
+		UsedPercent *float64 `json:"usedPercent"`
+		ResetsAt    *float64 `json:"resetsAt"`
+	}
+	var p struct {
+		RateLimits struct {
+			Primary   *window `json:"primary"`
+			Secondary *window `json:"secondary"`
+		} `json:"rateLimits"`
+	}
+	if s.decode(m, &p) != nil {
+		s.rd.badItems++
+		return
+	}
+	var reset time.Time
+	for _, w := range []*window{p.RateLimits.Primary, p.RateLimits.Secondary} {
+		if w == nil || w.ResetsAt == nil || *w.ResetsAt <= 0 || *w.ResetsAt > 1e11 {
+			continue
+		}
+		if at := time.Unix(int64(*w.ResetsAt), 0); w.UsedPercent == nil || *w.UsedPercent >= 100 {
+			if at.After(reset) {
+				reset = at
+			}
+		}
+	}
+	s.rd.resetsAt = reset
 }

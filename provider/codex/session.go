@@ -37,7 +37,6 @@ var optOut = []string{
 	"item/fileChange/outputDelta",
 	"command/exec/outputDelta",
 	"process/outputDelta",
-	"account/rateLimits/updated",
 	"remoteControl/status/changed",
 	"thread/status/changed",
 	"turn/diff/updated",

@@ -19,6 +19,9 @@ type readState struct {
 	total     *tokenBreakdown // the thread's last cumulative usage
 	lastText  string          // the turn's last agent message
 	sessionID string          // the thread id last reported
+	// resetsAt is when the account's limit resets, from the last
+	// account/rateLimits/updated that gave one (docs/unattended.md).
+	resetsAt time.Time
 
 	garbage        int // lines that are not JSON-RPC
 	unknown        int // notifications of methods the adapter does not know
@@ -57,7 +60,8 @@ func isNotification(method string) bool {
 	switch method {
 	case "item/started", "item/completed", "thread/tokenUsage/updated", "turn/started", "turn/completed",
 		"thread/started", "error", "serverRequest/resolved", "configWarning", "deprecationNotice", "warning",
-		"guardianWarning", "model/rerouted", "mcpServer/startupStatus/updated", "thread/compacted":
+		"guardianWarning", "model/rerouted", "mcpServer/startupStatus/updated", "thread/compacted",
+		"account/rateLimits/updated":
 		return true
 	}
 	return ignored[method]
@@ -231,7 +235,13 @@ func (s *session) notification(method string, m jsonrpc.Params) {
 		if s.decode(m, &p) == nil && p.WillRetry {
 			// A retry; the final error ends the turn in turn/completed.
 			s.emit(provider.Note{Text: "codex: " + p.Error.text()})
+			if p.Error.status() == 429 {
+				// Codex waits a retry-after itself, without saying how long.
+				s.emit(provider.RateLimited{Retrying: true, Until: s.rd.resetsAt, Reason: "codex: " + p.Error.text()})
+			}
 		}
+	case "account/rateLimits/updated":
+		s.rateLimits(m)
 	case "serverRequest/resolved":
 		var p struct {
 			RequestID json.RawMessage `json:"requestId"`

@@ -783,3 +783,11 @@ func jsonString(lit []byte) (string, bool) {
 	}
 	return out, true
 }
+
+// rateLimitText reports whether the CLI's error notice is a rate or usage
+// limit: "Error: Failed to get response from the AI model; retried 5 times
+// (…) Last error: 429 …" (../shared/reference/agent-clis.md §6).
+func rateLimitText(errText string) bool {
+	_, last, ok := strings.Cut(errText, "Last error: ")
+	return ok && strings.HasPrefix(strings.TrimSpace(last), "429")
+}
