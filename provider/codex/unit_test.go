@@ -348,9 +348,9 @@ func TestMissingCLI(t *testing.T) {
 func TestLimitErrors(t *testing.T) {
 	for raw, want := range map[string]bool{
 		`{"message":"exceeded retry limit, last status: 429 Too Many Requests","codexErrorInfo":{"responseTooManyFailedAttempts":{"httpStatusCode":429}}}`: true,
-		`{"message":"You've hit your usage limit. Upgrade to Pro or try again at 9:23 PM.","codexErrorInfo":"usageLimitExceeded"}`:                           true,
-		`{"message":"unexpected status 503 Service Unavailable","codexErrorInfo":{"httpConnectionFailed":{"httpStatusCode":503}}}`:                            false,
-		`{"message":"boom","codexErrorInfo":"internalServerError"}`: false,
+		`{"message":"You've hit your usage limit. Upgrade to Pro or try again at 9:23 PM.","codexErrorInfo":"usageLimitExceeded"}`:                         true,
+		`{"message":"unexpected status 503 Service Unavailable","codexErrorInfo":{"httpConnectionFailed":{"httpStatusCode":503}}}`:                         false,
+		`{"message":"boom","codexErrorInfo":"internalServerError"}`:                                                                                        false,
 	} {
 		var e turnError
 		if err := json.Unmarshal([]byte(raw), &e); err != nil {

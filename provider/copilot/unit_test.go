@@ -324,7 +324,7 @@ func TestDiffModes(t *testing.T) {
 func TestRateLimitText(t *testing.T) {
 	for text, want := range map[string]bool{
 		"Error: Failed to get response from the AI model; retried 5 times (total retry wait time: 52.97 seconds) Last error: 429 rate limited": true,
-		"Error: Failed to get response from the AI model; retried 5 times (total retry wait time: 17 seconds) Last error: 503 unavailable":   false,
+		"Error: Failed to get response from the AI model; retried 5 times (total retry wait time: 17 seconds) Last error: 503 unavailable":     false,
 		"Error: Authentication failed": false,
 	} {
 		if got := rateLimitText(text); got != want {
