@@ -340,3 +340,30 @@ func TestRateLimitPastTheMaxWaitFails(t *testing.T) {
 	}
 	d.stop()
 }
+
+// The model API failing after the CLI's own retries (503 three times:
+// Claude's first try and its two retries) is resumed after a backoff, in
+// the same session, and the worker completes.
+func TestClaudeServerErrorIsResumed(t *testing.T) {
+	u := modelmock.Usage{Input: 10, Output: 1}
+	script := modelmock.Script{Rules: []modelmock.Rule{
+		{Name: "resumed", Match: "continue", Turns: []modelmock.Turn{{Text: "recovered after the outage", Usage: u}}},
+		{Name: "flaky", Match: "flaky:", Turns: []modelmock.Turn{{Status: 503, ErrorMessage: "upstream is down"}}},
+	}}
+	ae := newAgentEnv(t, "claude", script)
+	d := ae.start("--control-socket", "--provider", "claude")
+	s := watch(t, d.dial(protocol.ClientOther, "w"))
+	c := d.dial(protocol.ClientOther, "op")
+	s.waitFor("replayEnd", isType(protocol.TypeReplayEnd))
+	c.Send(&protocol.Prompt{Text: "/spawn flaky: do it"})
+	healed := s.waitLong("the outage healed", hubFrom("w1", protocol.HubStalled)).(*protocol.HubEvent)
+	if !strings.Contains(healed.Text, "503") || !strings.Contains(healed.Text, "resuming it in 5s (attempt 1 of 2)") {
+		t.Fatalf("healing: %q", healed.Text)
+	}
+	s.waitLong("the resumed answer", func(m protocol.Message) bool {
+		tr, ok := m.(*protocol.Transcript)
+		return ok && tr.Agent == "w1" && tr.Text == "recovered after the outage"
+	})
+	s.waitLong("w1 completes", hubFrom("w1", protocol.HubCompleted))
+	d.stop()
+}

@@ -143,6 +143,37 @@ func (e *Engine) runTurn(ctx context.Context, h *host, dir, text string) provide
 			}
 			continue
 		}
+		// The model API failed after the CLI's own retries (5xx, reset
+		// connection): after a backoff the session is told to continue (a
+		// new CLI resuming it, when the old one ended), within the same
+		// limits.stallRetries as a stall.
+		var te *provider.TransportError
+		if errors.As(res.Err, &te) && ctx.Err() == nil && heals < e.stallRetries() {
+			heals++
+			wait := transportBackoff << (heals - 1)
+			e.healed(h, heals, te, fmt.Sprintf("resuming it in %s", wait))
+			w.healing.Store(int32(heals))
+			t := time.NewTimer(wait)
+			select {
+			case <-t.C:
+			case <-ctx.Done():
+				t.Stop()
+				return res
+			}
+			select {
+			case <-sess.Done():
+				sess.Close()
+				var next provider.Session
+				prov, next, res = e.startSession(ctx, h, dir)
+				if next == nil {
+					return res
+				}
+				sess = next
+			default:
+			}
+			text = stallContinue
+			continue
+		}
 		// A rate or usage limit: wait for its reset, then continue in the
 		// same session (a new one resuming it, when the CLI ended).
 		if rl := rateLimitOf(res); rl != nil && ctx.Err() == nil {
@@ -203,6 +234,10 @@ func (e *Engine) startSession(ctx context.Context, h *host, dir string) (provide
 	}
 	return prov, sess, provider.TurnEnded{}
 }
+
+// transportBackoff is the wait before the first resume after the model API
+// failed; it doubles for each further one.
+const transportBackoff = 5 * time.Second
 
 // The turns that heal a stall (runTurn).
 const (

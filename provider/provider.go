@@ -268,6 +268,16 @@ type RateLimitError struct {
 
 func (e *RateLimitError) Error() string { return e.Reason }
 
+// TransportError is a TurnEnded.Err for a turn the CLI ended because the
+// model API failed after its own retries (a 5xx, a reset connection): the
+// fleet resumes the session after a backoff, a bounded number of times
+// (docs/unattended.md).
+type TransportError struct {
+	Reason string // the CLI's own words
+}
+
+func (e *TransportError) Error() string { return e.Reason }
+
 func (SessionStarted) isEvent() {}
 func (RateLimited) isEvent()    {}
 func (Output) isEvent()         {}

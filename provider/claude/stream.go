@@ -562,6 +562,8 @@ func (s *session) onResult(line []byte) {
 	case r.APIErrorStatus != nil && *r.APIErrorStatus == 429:
 		// A limit: the fleet waits it out and resumes the session.
 		ev.Err = &provider.RateLimitError{Until: s.st.limitUntil, Reason: resultError(r).Error()}
+	case r.APIErrorStatus != nil && *r.APIErrorStatus >= 500:
+		ev.Err = &provider.TransportError{Reason: resultError(r).Error()}
 	default:
 		ev.Err = resultError(r)
 	}

@@ -552,9 +552,12 @@ func (s *session) turnCompleted(m jsonrpc.Params) {
 				msg += ": " + *d
 			}
 			ev.Err = &TurnError{Message: msg, Code: errorInfo(e.CodexErrorInfo)}
-			if e.limited() {
+			switch {
+			case e.limited():
 				// The fleet waits for the reset (when known) and continues.
 				ev.Err = &provider.RateLimitError{Until: s.rd.resetsAt, Reason: "codex: " + ev.Err.Error()}
+			case e.status() >= 500:
+				ev.Err = &provider.TransportError{Reason: "codex: " + ev.Err.Error()}
 			}
 		}
 	default:

@@ -485,6 +485,9 @@ func (s *session) promptDone(t *turn, res json.RawMessage, err error) {
 		s.endOpenTools("interrupted")
 		ev.Interrupted = true
 		ev.ExitCode = -1
+	case s.rs.errText != "" && serverErrorText(s.rs.errText):
+		s.endOpenTools("the turn failed")
+		ev.Err = &provider.TransportError{Reason: "copilot: " + s.rs.errText}
 	case s.rs.errText != "" && rateLimitText(s.rs.errText):
 		// Copilot gives no reset time: the fleet chooses the wait.
 		s.endOpenTools("the turn failed")

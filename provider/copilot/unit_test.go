@@ -332,3 +332,15 @@ func TestRateLimitText(t *testing.T) {
 		}
 	}
 }
+
+func TestServerErrorText(t *testing.T) {
+	for text, want := range map[string]bool{
+		"Error: Failed to get response from the AI model; retried 5 times (total retry wait time: 17 seconds) Last error: 503 unavailable": true,
+		"Error: Failed to get response from the AI model; retried 5 times (total retry wait time: 52.97 seconds) Last error: 429 slow":     false,
+		"Error: Authentication failed": false,
+	} {
+		if got := serverErrorText(text); got != want {
+			t.Errorf("serverErrorText(%q) = %v, want %v", text, got, want)
+		}
+	}
+}

@@ -791,3 +791,11 @@ func rateLimitText(errText string) bool {
 	_, last, ok := strings.Cut(errText, "Last error: ")
 	return ok && strings.HasPrefix(strings.TrimSpace(last), "429")
 }
+
+// serverErrorText reports whether the CLI's error notice is the model
+// API failing after its retries: "… Last error: 503 …".
+func serverErrorText(errText string) bool {
+	_, last, ok := strings.Cut(errText, "Last error: ")
+	last = strings.TrimSpace(last)
+	return ok && len(last) >= 3 && last[0] == '5' && last[1] >= '0' && last[1] <= '9' && last[2] >= '0' && last[2] <= '9'
+}
