@@ -5,7 +5,10 @@ package proctree
 import (
 	"bytes"
 	"os"
+	"os/exec"
 	"strconv"
+	"strings"
+	"sync"
 	"syscall"
 )
 
@@ -86,19 +89,34 @@ func findMarked(name, value, except string) []int {
 }
 
 // OOMScoreBoost is how much higher than this process's own oom_score_adj
-// a started group's first process gets: when memory runs out the kernel
-// kills an agent (or a task's command) before the fleet that runs it.
+// a started group's first process gets (at most 1000): when memory runs
+// out, the kernel kills an agent (or a task's command) before the fleet
+// that runs it.
 const OOMScoreBoost = 500
 
-// oomFirst raises pid's oom_score_adj to this process's plus
-// OOMScoreBoost (at most 1000). Raising needs no privilege. What pid
-// starts from then on inherits it; a child it forked before the write
-// keeps this process's score, which is no worse than before.
-func oomFirst(pid int) {
-	own := 0
-	if b, err := os.ReadFile("/proc/self/oom_score_adj"); err == nil {
-		own, _ = strconv.Atoi(string(bytes.TrimSpace(b)))
+// oomMu keeps startOOMFirst's raise, fork and restore together.
+var oomMu sync.Mutex
+
+// startOOMFirst starts cmd with oom_score_adj OOMScoreBoost above this
+// process's. The child inherits the value at fork, so nothing it starts,
+// however quickly, has less: this process raises its own value for the
+// instant of the fork and lowers it back (an unprivileged process may go
+// back down to where it was). When the value cannot be raised, cmd starts
+// anyway.
+func startOOMFirst(cmd *exec.Cmd) error {
+	oomMu.Lock()
+	defer oomMu.Unlock()
+	const self = "/proc/self/oom_score_adj"
+	b, err := os.ReadFile(self)
+	if err != nil {
+		return cmd.Start()
 	}
-	v := min(own+OOMScoreBoost, 1000)
-	_ = os.WriteFile("/proc/"+strconv.Itoa(pid)+"/oom_score_adj", []byte(strconv.Itoa(v)), 0)
+	own := strings.TrimSpace(string(b))
+	v, _ := strconv.Atoi(own)
+	if os.WriteFile(self, []byte(strconv.Itoa(min(v+OOMScoreBoost, 1000))), 0) != nil {
+		return cmd.Start()
+	}
+	err = cmd.Start()
+	_ = os.WriteFile(self, []byte(own), 0)
+	return err
 }

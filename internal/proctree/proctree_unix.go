@@ -22,11 +22,10 @@ type group struct{ pgid int }
 
 func (g *group) start(cmd *exec.Cmd) error {
 	setGroup(cmd)
-	if err := cmd.Start(); err != nil {
+	if err := startOOMFirst(cmd); err != nil {
 		return err
 	}
 	g.pgid = cmd.Process.Pid
-	oomFirst(cmd.Process.Pid)
 	return nil
 }
 
