@@ -562,7 +562,7 @@ func (s *session) onResult(line []byte) {
 	case r.APIErrorStatus != nil && *r.APIErrorStatus == 429:
 		// A limit: the fleet waits it out and resumes the session.
 		ev.Err = &provider.RateLimitError{Until: s.st.limitUntil, Reason: resultError(r).Error()}
-	case r.APIErrorStatus != nil && *r.APIErrorStatus >= 500:
+	case r.APIErrorStatus != nil && *r.APIErrorStatus >= 500, r.APIErrorStatus == nil && connectionFailed(r.Result):
 		ev.Err = &provider.TransportError{Reason: resultError(r).Error()}
 	default:
 		ev.Err = resultError(r)
@@ -591,6 +591,13 @@ type turnError struct {
 }
 
 func (e *turnError) Error() string { return e.msg }
+
+// connectionFailed reports whether a failed result says the model API
+// could not be reached ("API Error: Unable to connect to API
+// (ConnectionRefused)", "API Error: Connection error.").
+func connectionFailed(result string) bool {
+	return strings.Contains(result, "Unable to connect to API") || strings.Contains(result, "Connection error")
+}
 
 // resultError builds a failed turn's error from its result line: the
 // result text (the API error message), the errors list, the HTTP status
