@@ -139,8 +139,8 @@ func TestOvernight(t *testing.T) {
 	// with its first choice (allow once), and keeps what the fleet says.
 	var (
 		smu       sync.Mutex
-		taskKind  = map[string]string{} // task → kind, from its spawn
-		workerOf  = map[string]string{} // worker → task
+		taskKind  = map[string]string{}  // task → kind, from its spawn
+		workerOf  = map[string]string{}  // worker → task
 		outcomes  = map[string]outcome{} // task → how it ended
 		healed    int
 		waited    int
