@@ -89,7 +89,8 @@ func (e *Engine) runTurn(ctx context.Context, h *host, dir, text string) provide
 	if sess == nil {
 		return res
 	}
-	defer func() { sess.Close() }() // the session in use when it returns
+	ts := &turnSession{prov: prov, sess: sess}
+	defer func() { ts.sess.Close() }() // the session in use when it returns
 	defer w.healing.Store(0)
 	heals, waits := 0, 0 // stalls healed and limits waited out in this turn
 	for {
@@ -100,10 +101,10 @@ func (e *Engine) runTurn(ctx context.Context, h *host, dir, text string) provide
 		// by sessionStartTimeout) is not silence in a turn, and on a loaded
 		// machine it can take longer than the stall timeout.
 		h.touch(nowMs())
-		if err := sess.Send(ctx, provider.Turn{Text: text}); err != nil {
-			return provider.TurnEnded{ExitCode: -1, Err: fmt.Errorf("send the task to %s: %w", prov.Name(), err)}
+		if err := ts.sess.Send(ctx, provider.Turn{Text: text}); err != nil {
+			return provider.TurnEnded{ExitCode: -1, Err: fmt.Errorf("send the task to %s: %w", ts.prov.Name(), err)}
 		}
-		res := e.awaitTurn(ctx, h, sess, quiet(prov))
+		res := e.awaitTurn(ctx, h, ts.sess, quiet(ts.prov))
 		// A stall is healed, up to limits.stallRetries times: first the
 		// turn is interrupted and the same session told to continue; then
 		// the CLI is stopped and a fresh one resumes its saved session
@@ -113,24 +114,14 @@ func (e *Engine) runTurn(ctx context.Context, h *host, dir, text string) provide
 			why := res.Err
 			w.healing.Store(int32(heals)) // stalled until the agent shows progress (healthy)
 			h.clearTools()
-			alive := true
-			select {
-			case <-sess.Done():
-				alive = false
-			default:
-			}
-			if heals == 1 && alive {
+			if heals == 1 && ts.alive() {
 				e.healed(h, heals, why, "interrupted its turn and told it to continue")
 				text = stallContinue
 				continue
 			}
-			sess.Close()
-			var next provider.Session
-			prov, next, res = e.startSession(ctx, h, dir)
-			if next == nil {
+			if res, ok := e.renewSession(ctx, h, dir, ts, true); !ok {
 				return res
 			}
-			sess = next
 			e.mu.Lock()
 			resumed := w.agentSession != ""
 			e.mu.Unlock()
@@ -153,23 +144,11 @@ func (e *Engine) runTurn(ctx context.Context, h *host, dir, text string) provide
 			wait := transportBackoff << (heals - 1)
 			e.healed(h, heals, te, fmt.Sprintf("resuming it in %s", wait))
 			w.healing.Store(int32(heals))
-			t := time.NewTimer(wait)
-			select {
-			case <-t.C:
-			case <-ctx.Done():
-				t.Stop()
+			if !sleepCtx(ctx, wait) {
 				return res
 			}
-			select {
-			case <-sess.Done():
-				sess.Close()
-				var next provider.Session
-				prov, next, res = e.startSession(ctx, h, dir)
-				if next == nil {
-					return res
-				}
-				sess = next
-			default:
+			if res, ok := e.renewSession(ctx, h, dir, ts, false); !ok {
+				return res
 			}
 			text = stallContinue
 			continue
@@ -182,22 +161,14 @@ func (e *Engine) runTurn(ctx context.Context, h *host, dir, text string) provide
 				res.Err = err
 				return res
 			}
-			select {
-			case <-sess.Done():
-				sess.Close()
-				var next provider.Session
-				prov, next, res = e.startSession(ctx, h, dir)
-				if next == nil {
-					return res
-				}
-				sess = next
-			default:
+			if res, ok := e.renewSession(ctx, h, dir, ts, false); !ok {
+				return res
 			}
 			text = rateContinue
 			continue
 		}
 		// Interrupted at a budget: the same session goes on once raised.
-		if paused, err := e.budgetPaused(ctx, h, sess, res); err != nil {
+		if paused, err := e.budgetPaused(ctx, h, ts.sess, res); err != nil {
 			return provider.TurnEnded{ExitCode: -1, Err: err}
 		} else if paused {
 			text = budgetContinue
@@ -212,6 +183,51 @@ func (e *Engine) runTurn(ctx context.Context, h *host, dir, text string) provide
 			return res
 		}
 		text = next
+	}
+}
+
+// turnSession is the agent session a worker's turn runs in, and its
+// provider; renewSession replaces them.
+type turnSession struct {
+	prov provider.Provider
+	sess provider.Session
+}
+
+// alive reports whether the session's CLI is still running.
+func (ts *turnSession) alive() bool {
+	select {
+	case <-ts.sess.Done():
+		return false
+	default:
+		return true
+	}
+}
+
+// renewSession replaces ts's session with a new one, which resumes the
+// worker's saved session, when its CLI ended (always, with fresh). ok is
+// false, with the turn's end that says why, when the new one did not start.
+func (e *Engine) renewSession(ctx context.Context, h *host, dir string, ts *turnSession, fresh bool) (res provider.TurnEnded, ok bool) {
+	if !fresh && ts.alive() {
+		return res, true
+	}
+	ts.sess.Close()
+	prov, sess, res := e.startSession(ctx, h, dir)
+	if sess == nil {
+		return res, false
+	}
+	ts.prov, ts.sess = prov, sess
+	return res, true
+}
+
+// sleepCtx waits d, or less when ctx ends first (false).
+func sleepCtx(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-ctx.Done():
+		return false
 	}
 }
 
