@@ -229,6 +229,9 @@ func (e *Engine) cmdWorkers(string) (string, error) {
 		// The state when it says more than the status does.
 		if st, why := e.workerStateLocked(w); st != protocol.WorkerStateWorking && st != protocol.WorkerStateDone {
 			b.WriteString("  [" + st)
+			if st == protocol.WorkerStateRateLimited {
+				b.WriteString(" until " + w.rateUntil.Format("15:04"))
+			}
 			if why != "" {
 				b.WriteString(": " + protocol.CutText(why, maxSubject))
 			}

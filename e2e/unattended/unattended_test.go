@@ -13,6 +13,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/agents-fleet/fleet/internal/modelmock"
 	"github.com/agents-fleet/fleet/protocol"
@@ -270,7 +271,7 @@ func TestClaudeStallIsHealed(t *testing.T) {
 }
 
 // A rate limit is waited out (issue 26): the endpoint answers 429 with
-// retry-after 5; the CLI says it waits (Claude with the delay, Codex
+// retry-after 8; the CLI says it waits (Claude with the delay, Codex
 // without), the worker shows rate-limited, a console sees the provider
 // held and released, and a task for the same provider waits, saying why,
 // and starts only after the limit ended. The limited worker completes.
@@ -280,7 +281,7 @@ func TestRateLimitIsWaitedOut(t *testing.T) {
 			u := modelmock.Usage{Input: 10, Output: 1}
 			script := modelmock.Script{Rules: []modelmock.Rule{
 				{Name: "limited", Match: "limited:", Turns: []modelmock.Turn{
-					{Status: 429, ErrorMessage: "rate limited", Times: 1, Headers: map[string]string{"retry-after": "5"}},
+					{Status: 429, ErrorMessage: "rate limited", Times: 1, Headers: map[string]string{"retry-after": "8"}},
 					{Text: "through after the limit", Usage: u},
 				}},
 				{Name: "second", Match: "second:", Turns: []modelmock.Turn{{Text: "second done", Usage: u}}},
@@ -302,6 +303,8 @@ func TestRateLimitIsWaitedOut(t *testing.T) {
 			if w1.RateLimitedUntil == 0 || !strings.Contains(w1.StateReason, "429") {
 				t.Fatalf("w1: %+v", w1)
 			}
+			c.Send(&protocol.Prompt{Text: "/workers"})
+			s.waitLong("/workers shows the limit", replyContaining("[rate-limited until "+time.UnixMilli(w1.RateLimitedUntil).Format("15:04")))
 			// Another task of the provider waits for the limit to end.
 			c.Send(&protocol.Prompt{Text: "/spawn second: then this"})
 			if reason := taskWaits(s, "t2", "rate-limited"); !strings.HasPrefix(reason, "waiting: "+name+" is rate-limited until ") {
