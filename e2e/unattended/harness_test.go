@@ -129,6 +129,17 @@ func agentEnv(t *testing.T, name string, script modelmock.Script, limits map[str
 		}
 		penv["CODEX_HOME"] = codexHome
 		penv["MOCK_API_KEY"] = "sk-test"
+	case "copilot":
+		// BYOK against the endpoint; the CLI unpacks its package into a
+		// cache the tests share.
+		cache := filepath.Join(os.TempDir(), "fleet-e2e-copilot-cache")
+		os.MkdirAll(cache, 0o700)
+		penv["XDG_CACHE_HOME"] = cache
+		penv["COPILOT_OFFLINE"] = "true"
+		penv["COPILOT_PROVIDER_BASE_URL"] = mock.URL()
+		penv["COPILOT_PROVIDER_TYPE"] = "anthropic"
+		penv["COPILOT_PROVIDER_API_KEY"] = "sk-test"
+		penv["COPILOT_MODEL"] = "claude-sonnet-4.5"
 	default:
 		t.Fatalf("no agent env for %s", name)
 	}

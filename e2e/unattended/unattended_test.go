@@ -404,3 +404,41 @@ func coordinatorScript() modelmock.Script {
 		}},
 	}}
 }
+
+// Copilot never gives a reset time and gives up on a persisting 429 after
+// five retries of its own; the fleet then chooses the wait (a minute for
+// the first limit), holds copilot work meanwhile, and continues the
+// session, which completes.
+func TestCopilotLimitWaitedOutByTheFleet(t *testing.T) {
+	u := modelmock.Usage{Input: 10, Output: 1}
+	script := modelmock.Script{Rules: []modelmock.Rule{
+		{Name: "continue", Match: "continue", Turns: []modelmock.Turn{{Text: "carried on after the limit", Usage: u}}},
+		{Name: "limited", Match: "limited:", Turns: []modelmock.Turn{
+			{Status: 429, ErrorMessage: "rate limited", Times: 6, Headers: map[string]string{"retry-after": "1"}},
+			{Text: "through", Usage: u},
+		}},
+	}}
+	ae := agentEnv(t, "copilot", script, nil)
+	d := ae.start("--control-socket", "--provider", "copilot")
+	s := watch(t, d.dial(protocol.ClientOther, "w"))
+	c := d.dial(protocol.ClientOther, "op")
+	s.waitFor("replayEnd", isType(protocol.TypeReplayEnd))
+	c.Send(&protocol.Prompt{Text: "/spawn limited: do it"})
+	held := s.waitLong("copilot held", func(m protocol.Message) bool {
+		h, ok := m.(*protocol.HubEvent)
+		return ok && h.Kind == protocol.HubRateLimited
+	}).(*protocol.HubEvent)
+	if !strings.Contains(held.Text, "copilot is rate-limited until") || !strings.Contains(held.Text, "429") {
+		t.Fatalf("held: %q", held.Text)
+	}
+	w1 := workerOf(s, "w1 rate-limited", "w1", func(w protocol.FleetWorkerSummary) bool { return w.State == protocol.WorkerStateRateLimited })
+	if wait := time.Until(time.UnixMilli(w1.RateLimitedUntil)); wait < 30*time.Second || wait > 61*time.Second {
+		t.Fatalf("w1 rate-limited for %s; want the fleet's first wait, a minute", wait)
+	}
+	s.waitLong("the session continued", func(m protocol.Message) bool {
+		tr, ok := m.(*protocol.Transcript)
+		return ok && tr.Agent == "w1" && strings.Contains(tr.Text, "carried on after the limit")
+	})
+	s.waitLong("w1 completes", hubFrom("w1", protocol.HubCompleted))
+	d.stop()
+}
