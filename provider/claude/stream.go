@@ -561,7 +561,11 @@ func (s *session) onResult(line []byte) {
 		ev.Interrupted = true
 	case r.APIErrorStatus != nil && *r.APIErrorStatus == 429:
 		// A limit: the fleet waits it out and resumes the session.
-		ev.Err = &provider.RateLimitError{Until: s.st.limitUntil, Reason: resultError(r).Error()}
+		until := s.st.limitUntil
+		if until.IsZero() {
+			until, _ = provider.ResetFromText(r.Result, time.Now())
+		}
+		ev.Err = &provider.RateLimitError{Until: until, Reason: resultError(r).Error()}
 	case r.APIErrorStatus != nil && *r.APIErrorStatus >= 500, r.APIErrorStatus == nil && connectionFailed(r.Result):
 		ev.Err = &provider.TransportError{Reason: resultError(r).Error()}
 	default:

@@ -4,6 +4,8 @@ import (
 	"bufio"
 	"bytes"
 	"encoding/json"
+	"errors"
+	"fmt"
 	"io"
 	"os"
 	"strings"
@@ -311,5 +313,55 @@ func TestMCPResultBlocks(t *testing.T) {
 	got := resultText([]byte(`[{"type":"text","text":"one"},{"type":"image","data":"..."},{"type":"text","text":"two"}]`))
 	if got != "one\n[image]\ntwo" {
 		t.Fatalf("resultText = %q", got)
+	}
+}
+
+// TestRecordedLimits: what Claude says of a limit (agent-clis.md §6) is a
+// RateLimited event (with the reset when it gives one) and a turn ended on
+// a 429 is a RateLimitError carrying it; a 5xx or an unreachable API it
+// gave up on is a TransportError.
+func TestRecordedLimits(t *testing.T) {
+	reset := time.Date(2026, 12, 2, 21, 23, 0, 0, time.UTC)
+	init := []byte(`{"type":"system","subtype":"init","session_id":"s1","model":"m"}`)
+	t.Run("usage limit", func(t *testing.T) {
+		h := newHost()
+		o := newOffline(t, h, provider.Spec{}, false)
+		o.feed([][]byte{init,
+			[]byte(fmt.Sprintf(`{"type":"rate_limit_event","rate_limit_info":{"status":"rejected","resetsAt":%d,"rateLimitType":"five_hour","isUsingOverage":false}}`, reset.Unix())),
+			[]byte(`{"type":"result","subtype":"success","is_error":true,"api_error_status":429,"result":"You've hit your session limit · resets 9:23pm (UTC)"}`)})
+		rl := agentclitest.All[provider.RateLimited](h.Events())
+		if len(rl) != 1 || !rl[0].Until.Equal(reset) || rl[0].Retrying || !strings.Contains(rl[0].Reason, "five_hour") {
+			t.Fatalf("RateLimited = %+v", rl)
+		}
+		ends := agentclitest.All[provider.TurnEnded](h.Events())
+		var le *provider.RateLimitError
+		if len(ends) != 1 || !errors.As(ends[0].Err, &le) || !le.Until.Equal(reset) || !strings.Contains(le.Reason, "session limit") {
+			t.Fatalf("TurnEnded = %+v", ends)
+		}
+	})
+	t.Run("retry-after", func(t *testing.T) {
+		h := newHost()
+		o := newOffline(t, h, provider.Spec{}, false)
+		before := time.Now()
+		o.feed([][]byte{init, []byte(`{"type":"system","subtype":"api_retry","attempt":1,"max_retries":2,"retry_delay_ms":5000,"error_status":429,"error":"rate_limit"}`)})
+		rl := agentclitest.All[provider.RateLimited](h.Events())
+		if len(rl) != 1 || !rl[0].Retrying || rl[0].Until.Before(before.Add(4*time.Second)) || rl[0].Until.After(time.Now().Add(6*time.Second)) {
+			t.Fatalf("RateLimited = %+v", rl)
+		}
+	})
+	for name, line := range map[string]string{
+		"503":         `{"type":"result","subtype":"success","is_error":true,"api_error_status":503,"result":"API Error: 503 upstream is down"}`,
+		"unreachable": `{"type":"result","subtype":"success","is_error":true,"api_error_status":null,"result":"API Error: Unable to connect to API (ConnectionRefused)"}`,
+	} {
+		t.Run(name, func(t *testing.T) {
+			h := newHost()
+			o := newOffline(t, h, provider.Spec{}, false)
+			o.feed([][]byte{init, []byte(line)})
+			ends := agentclitest.All[provider.TurnEnded](h.Events())
+			var te *provider.TransportError
+			if len(ends) != 1 || !errors.As(ends[0].Err, &te) {
+				t.Fatalf("TurnEnded = %+v", ends)
+			}
+		})
 	}
 }

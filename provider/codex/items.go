@@ -555,7 +555,11 @@ func (s *session) turnCompleted(m jsonrpc.Params) {
 			switch {
 			case e.limited():
 				// The fleet waits for the reset (when known) and continues.
-				ev.Err = &provider.RateLimitError{Until: s.rd.resetsAt, Reason: "codex: " + ev.Err.Error()}
+				until := s.rd.resetsAt
+				if until.IsZero() {
+					until, _ = provider.ResetFromText(msg, time.Now())
+				}
+				ev.Err = &provider.RateLimitError{Until: until, Reason: "codex: " + ev.Err.Error()}
 			case e.status() >= 500:
 				ev.Err = &provider.TransportError{Reason: "codex: " + ev.Err.Error()}
 			}
