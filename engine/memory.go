@@ -2,6 +2,7 @@ package engine
 
 import (
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -83,8 +84,27 @@ func (e *Engine) memoryHoldsLocked(t *task) bool {
 	if free >= min {
 		return false
 	}
-	e.setWaitLocked(t, fmt.Sprintf("waiting for memory: %d MiB free, keeping %d", free>>20, e.limits.MinFreeMemoryMiB))
+	e.setWaitLocked(t, fmt.Sprintf("%s: %d MiB free, keeping %d", memoryWait, free>>20, e.limits.MinFreeMemoryMiB))
 	return true
+}
+
+// memoryWait starts the wait reason of a task held for memory.
+const memoryWait = "waiting for memory"
+
+// waitsForMemory reports whether t is pending, held for memory.
+func waitsForMemory(t *task) bool {
+	return t.status == taskPending && strings.HasPrefix(t.waitReason, memoryWait)
+}
+
+// retryMemoryWaitsLocked clears the memory waits and dispatches: each
+// task held for memory is looked at again.
+func (e *Engine) retryMemoryWaitsLocked() {
+	for _, t := range e.tasks {
+		if waitsForMemory(t) {
+			e.setWaitLocked(t, "")
+		}
+	}
+	e.dispatchLocked()
 }
 
 // startedLocalLocked counts the worker t just started on this machine
@@ -167,12 +187,8 @@ func (e *Engine) measureMemory() {
 			w.cancel(errOverMemory{why})
 		}
 	}
-	for _, t := range e.tasks {
-		if t.status == taskPending && strings.HasPrefix(t.waitReason, "waiting for memory") {
-			e.setWaitLocked(t, "")
-			e.dispatchLocked()
-			break
-		}
+	if slices.ContainsFunc(e.tasks, waitsForMemory) {
+		e.retryMemoryWaitsLocked()
 	}
 }
 
@@ -215,12 +231,7 @@ func (e *Engine) cmdLimits(args string) (string, error) {
 	switch f[0] {
 	case "minFreeMemoryMiB":
 		e.limits.MinFreeMemoryMiB = v
-		for _, t := range e.tasks {
-			if t.status == taskPending && strings.HasPrefix(t.waitReason, "waiting for memory") {
-				e.setWaitLocked(t, "")
-			}
-		}
-		e.dispatchLocked()
+		e.retryMemoryWaitsLocked()
 	case "workerMemoryMiB":
 		e.limits.WorkerMemoryMiB = v
 	case "stallRetries":
@@ -274,7 +285,7 @@ func (e *Engine) workerStateLocked(w *worker) (state, reason string) {
 	if n := w.healing.Load(); n > 0 && w.host != nil {
 		return protocol.WorkerStateStalled, fmt.Sprintf("healing, attempt %d of %d", n, e.limits.StallRetries)
 	}
-	if t := e.taskByID[w.taskID]; t != nil && t.status == taskPending && strings.HasPrefix(t.waitReason, "waiting for memory") {
+	if t := e.taskByID[w.taskID]; t != nil && waitsForMemory(t) {
 		return protocol.WorkerStateWaitingForMemory, t.waitReason
 	}
 	return protocol.WorkerStateWorking, ""

@@ -12,12 +12,8 @@ package unattended
 import (
 	"bufio"
 	"cmp"
-	"context"
-	"encoding/json"
 	"fmt"
 	"os"
-	"os/exec"
-	"path/filepath"
 	"regexp"
 	"sort"
 	"strconv"
@@ -26,11 +22,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/agents-fleet/fleet/client"
 	"github.com/agents-fleet/fleet/internal/modelmock"
 	"github.com/agents-fleet/fleet/protocol"
 	"github.com/agents-fleet/fleet/provider"
-	"github.com/agents-fleet/fleet/registry"
 )
 
 // The kinds of task the soak cycles through, each a rule of the script.
@@ -85,54 +79,13 @@ func TestOvernight(t *testing.T) {
 	defer func() { mu.Lock(); mock.Close(); mu.Unlock() }()
 	addr := strings.TrimPrefix(mock.URL(), "http://")
 
-	home, err := os.MkdirTemp("", "fo")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer os.RemoveAll(home)
-	cwd := t.TempDir()
-	cfg := map[string]any{
-		"limits": map[string]any{"stallGraceMs": 5000, "agentStallTimeoutMs": 4000, "workerMemoryMiB": 700},
-		"providers": map[string]any{"claude": map[string]any{"path": bin, "env": map[string]string{
-			"HOME": t.TempDir(), "ANTHROPIC_BASE_URL": mock.URL(), "ANTHROPIC_API_KEY": "sk-test"}}},
-	}
-	b, _ := json.Marshal(cfg)
-	if err := os.WriteFile(filepath.Join(home, "config.json"), b, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	cmd := exec.Command(fleetBin, "run", "--control-socket", "--headless", "--provider", "claude", "--workers", "4", "--name", "overnight")
-	cmd.Dir = cwd
-	cmd.Env = append(os.Environ(), "AGENTS_FLEET_HOME="+home)
-	var stderr strings.Builder
-	var stderrMu sync.Mutex
-	cmd.Stderr = writerFunc(func(p []byte) (int, error) { stderrMu.Lock(); defer stderrMu.Unlock(); return stderr.Write(p) })
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	exited := make(chan error, 1)
-	go func() { exited <- cmd.Wait() }()
-	defer func() {
-		cmd.Process.Signal(os.Interrupt)
-		select {
-		case <-exited:
-		case <-time.After(time.Minute):
-			cmd.Process.Kill()
-			<-exited
-		}
-		if t.Failed() {
-			stderrMu.Lock()
-			t.Logf("fleet stderr (end):\n%s", tail(stderr.String(), 4000))
-			stderrMu.Unlock()
-		}
-	}()
-	d := waitFleet(t, home)
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	c, err := client.Dial(ctx, d, client.Options{ClientKind: protocol.ClientOther, ClientName: "soak"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
+	e := newEnv(t)
+	e.config(map[string]any{"agentStallTimeoutMs": 4000, "workerMemoryMiB": 700},
+		map[string]any{"providers": map[string]any{"claude": map[string]any{"path": bin, "env": map[string]string{
+			"HOME": t.TempDir(), "ANTHROPIC_BASE_URL": mock.URL(), "ANTHROPIC_API_KEY": "sk-test"}}}})
+	d := e.start("--control-socket", "--provider", "claude", "--workers", "4", "--name", "overnight")
+	cmd := d.cmd
+	c := d.dial(protocol.ClientOther, "soak")
 	session := c.Welcome().SessionID
 
 	// The operator: approves every confirm, answers every permission prompt
@@ -215,7 +168,7 @@ func TestOvernight(t *testing.T) {
 		ticks := cpuTicks(cmd.Process.Pid)
 		samples = append(samples, sample{at: now.Sub(start).Round(time.Second),
 			cpu:    float64(ticks-lastTicks) / 100 / now.Sub(lastAt).Seconds(),
-			rssMiB: float64(vmRSS(cmd.Process.Pid)) / 1024, children: len(marked(session))})
+			rssMiB: float64(vmRSS(cmd.Process.Pid)) / 1024, children: len(markedPids(t, provider.SessionEnv+"="+session))})
 		lastTicks, lastAt = ticks, now
 	}
 
@@ -296,16 +249,16 @@ func TestOvernight(t *testing.T) {
 
 	// No agent process outlives its worker.
 	deadline := time.Now().Add(time.Minute)
-	for len(marked(session)) > 0 {
+	for len(markedPids(t, provider.SessionEnv+"="+session)) > 0 {
 		if time.Now().After(deadline) {
-			t.Fatalf("processes of the session still running after every task ended: %v", marked(session))
+			t.Fatalf("processes of the session still running after every task ended: %v", markedPids(t, provider.SessionEnv+"="+session))
 		}
 		time.Sleep(200 * time.Millisecond) // polling /proc, a condition
 	}
 	// The daemon never restarted: the same process, still serving.
 	select {
-	case err := <-exited:
-		t.Fatalf("the fleet exited during the soak: %v", err)
+	case <-d.done:
+		t.Fatal("the fleet exited during the soak")
 	default:
 	}
 
@@ -360,10 +313,6 @@ func TestOvernight(t *testing.T) {
 	}
 }
 
-type writerFunc func([]byte) (int, error)
-
-func (f writerFunc) Write(p []byte) (int, error) { return f(p) }
-
 // digits are replaced in failure reasons so that alike ones count together.
 var digits = regexp.MustCompile(`[0-9]+(\.[0-9]+)?`)
 
@@ -376,41 +325,6 @@ func short(s string) string {
 		s = s[:120] + "…"
 	}
 	return s
-}
-
-func waitFleet(t *testing.T, home string) registry.Descriptor {
-	t.Helper()
-	deadline := time.Now().Add(time.Minute)
-	for {
-		if es, _ := registry.Live(filepath.Join(home, "sockets")); len(es) == 1 {
-			return es[0].Descriptor
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("the fleet did not announce itself")
-		}
-		time.Sleep(50 * time.Millisecond) // polling the registry, a condition
-	}
-}
-
-// marked lists the live processes carrying the session's mark.
-func marked(session string) []int {
-	entries, _ := os.ReadDir("/proc")
-	var out []int
-	mark := "\x00" + provider.SessionEnv + "=" + session + "\x00"
-	for _, e := range entries {
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
-		}
-		env, err := os.ReadFile("/proc/" + e.Name() + "/environ")
-		if err != nil || !strings.Contains("\x00"+string(env), mark) {
-			continue
-		}
-		if st, err := os.ReadFile("/proc/" + e.Name() + "/stat"); err == nil && !strings.Contains(string(st), ") Z ") {
-			out = append(out, pid)
-		}
-	}
-	return out
 }
 
 func cpuTicks(pid int) int64 {
