@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/agents-fleet/fleet/hosts"
@@ -18,13 +19,24 @@ import (
 )
 
 // loop pulls the run's events and hands them to the engine, in order,
-// until the session ends; between pulls it looks at the host's state. When
-// the host is lost the session ends, and the loop goes on late: it stops
-// the worker once the host is back and takes what the worker did
-// meanwhile, marked late, until the host says the run ended.
+// until the session ends; at least every fetchWait it looks at the host's
+// state. When the host is lost the session ends, and the loop goes on
+// late: it stops the worker once the host is back and takes what the
+// worker did meanwhile, marked late, until the host says the run ended.
+//
+// The events come through one pull iterator for the loop's life: it keeps
+// a pull request waiting at the hub (renewed every pullExpiry), so a
+// quiet worker costs the fleet a timer a second, not a pull a second.
 func (s *session) loop(fleet context.Context) {
 	s.loopStarted.Store(true)
 	defer close(s.loopDone)
+	var it jetstream.MessagesContext
+	first := true // the iterator given up, if any, may have held batches: rewind
+	defer func() {
+		if it != nil {
+			it.Stop()
+		}
+	}()
 	for {
 		ctx := s.ctx
 		if s.late.Load() {
@@ -50,21 +62,36 @@ func (s *session) loop(fleet context.Context) {
 				continue
 			}
 		}
-		batch, err := s.cons.Fetch(fetchBatch, jetstream.FetchMaxWait(fetchWait))
-		if err != nil {
-			if ctx.Err() != nil {
+		if it == nil {
+			var err error
+			it, err = s.pull(ctx, first)
+			first = false
+			if errors.Is(err, errNotOwner) {
 				return
 			}
-			s.p.f.log.Warn("remote worker: pull events", "host", s.p.host, "run", s.run, "err", err)
-			select {
-			case <-ctx.Done():
-				return
-			case <-time.After(fetchWait):
+			if err != nil {
+				it = nil
+				if !s.pullFailed(ctx, err) {
+					return
+				}
+				continue
 			}
-			continue
 		}
-		for m := range batch.Messages() {
-			err := s.handle(m.Data())
+		// Up to a batch's worth of what has come, then back to the look.
+		for range fetchBatch {
+			m, err := it.Next(jetstream.NextMaxWait(fetchWait))
+			if errors.Is(err, nats.ErrTimeout) {
+				break
+			}
+			if err != nil {
+				it.Stop()
+				it = nil
+				if !s.pullFailed(ctx, err) {
+					return
+				}
+				break
+			}
+			err = s.handle(m.Data())
 			if errors.Is(err, errLateEnded) {
 				_ = m.Ack()
 				s.dropEvents()
@@ -83,6 +110,52 @@ func (s *session) loop(fleet context.Context) {
 			}
 			s.ack(m)
 		}
+	}
+}
+
+// errNotOwner: a newer session of the run owns its consumer.
+var errNotOwner = errors.New("a newer session of the run has its events")
+
+// pull makes the loop's pull iterator; after the first, what an iterator
+// given up had taken and not handed on comes back first (rewind). A
+// heartbeat the hub missed is not an error: the iterator asks again.
+func (s *session) pull(ctx context.Context, first bool) (jetstream.MessagesContext, error) {
+	if !first {
+		sl := s.p.f.slot(s.p.host, s.run)
+		sl.mu.Lock()
+		defer sl.mu.Unlock()
+		if sl.owner != s {
+			return nil, errNotOwner // a /retry's session has the consumer now
+		}
+		tctx, cancel := context.WithTimeout(ctx, controlTimeout)
+		stream, err := s.l.js.Stream(tctx, wire.EventStream)
+		if err == nil {
+			var cons jetstream.Consumer
+			if cons, err = rewind(tctx, stream, s.cons); err == nil {
+				s.cons = cons
+			}
+		}
+		cancel()
+		if err != nil {
+			return nil, err
+		}
+	}
+	return s.cons.Messages(jetstream.PullMaxMessages(fetchBatch), jetstream.PullExpiry(pullExpiry),
+		jetstream.WithMessagesErrOnMissingHeartbeat(false))
+}
+
+// pullFailed logs a failed pull and waits before the next; false when ctx
+// ended meanwhile (the loop returns).
+func (s *session) pullFailed(ctx context.Context, err error) bool {
+	if ctx.Err() != nil {
+		return false
+	}
+	s.p.f.log.Warn("remote worker: pull events", "host", s.p.host, "run", s.run, "err", err)
+	select {
+	case <-ctx.Done():
+		return false
+	case <-time.After(fetchWait):
+		return true
 	}
 }
 

@@ -25,11 +25,15 @@ const (
 	// closeWait bounds how long Close waits for the host to say the run
 	// ended (it commits and sends the last branch first).
 	closeWait = 2 * time.Minute
-	// fetchWait is how long one pull of the run's events waits: also how
-	// often the run looks at its host's state.
+	// fetchWait is how long the loop waits for the run's next event batch
+	// before it looks at its host's state again.
 	fetchWait = time.Second
-	// fetchBatch is how many event batches one pull takes.
+	// fetchBatch is how many event batches the pull iterator asks for at a
+	// time, and how many the loop hands on between looks at the host.
 	fetchBatch = 32
+	// pullExpiry is how long a pull request waits at the hub before the
+	// iterator makes a new one.
+	pullExpiry = 30 * time.Second
 )
 
 // ErrNotStarted is wrapped by Start's error when the host was lost before

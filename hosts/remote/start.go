@@ -163,7 +163,9 @@ func (p *hostProvider) Adopt(ctx context.Context, spec provider.Spec, h provider
 		tctx, cancel := context.WithTimeout(ctx, linkTry)
 		var stream jetstream.Stream
 		if stream, err = l.js.Stream(tctx, wire.EventStream); err == nil {
-			cons, err = stream.Consumer(tctx, consumerName(run))
+			if cons, err = stream.Consumer(tctx, consumerName(run)); err == nil {
+				cons, err = rewind(tctx, stream, cons)
+			}
 		}
 		cancel()
 		if err == nil || try == adoptTries || ctx.Err() != nil {
@@ -266,6 +268,35 @@ func (s *session) openEvents(ctx context.Context) error {
 		return fmt.Errorf("host %s: open the event consumer: %w", s.p.host, err)
 	}
 	return nil
+}
+
+// rewind makes cons hand out again, at once, the event batches it handed
+// out that were never acknowledged: a fleet stopped (or a pull iterator
+// given up) with batches taken but not yet handled would otherwise get
+// them back only after AckWait, and take the later ones first. The stream
+// keeps every event until the run's are dropped (limits retention), so
+// the consumer is made again, with its configuration, from the first
+// batch not acknowledged; the loop acknowledges in order, so that is the
+// one after the ack floor.
+func rewind(ctx context.Context, stream jetstream.Stream, cons jetstream.Consumer) (jetstream.Consumer, error) {
+	info, err := cons.Info(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("look at the event consumer: %w", err)
+	}
+	if info.NumAckPending == 0 {
+		return cons, nil
+	}
+	cfg := info.Config
+	cfg.DeliverPolicy = jetstream.DeliverByStartSequencePolicy
+	cfg.OptStartSeq = info.AckFloor.Stream + 1
+	if err := stream.DeleteConsumer(ctx, cfg.Durable); err != nil {
+		return nil, fmt.Errorf("drop the event consumer to rewind it: %w", err)
+	}
+	cons, err = stream.CreateConsumer(ctx, cfg)
+	if err != nil {
+		return nil, fmt.Errorf("make the event consumer again from %d: %w", cfg.OptStartSeq, err)
+	}
+	return cons, nil
 }
 
 // dropEvents deletes the run's consumer and its events, the run being over
