@@ -17,9 +17,14 @@ const (
 	// claimAckWait is how long a claim the host fetched but did not
 	// acknowledge stays with it before the stream gives it out again.
 	claimAckWait = 30 * time.Second
-	// claimWait bounds one wait for a claim, and so how late the loop sees
-	// that it is to stop.
-	claimWait = 5 * time.Second
+	// claimWait bounds one wait for a claim. The wait is a pull request
+	// held at the hub, so a claim comes at once; a long one keeps an idle
+	// host quiet (one request, and a heartbeat every claimHeartbeat, not a
+	// request every few seconds). Stopping cancels it.
+	claimWait = 30 * time.Second
+	// claimHeartbeat is how often the hub says a claim wait is still
+	// there: a wait lost with the link is given up after two missed.
+	claimHeartbeat = 12 * time.Second
 	// claimLook is how often a host without a free slot looks again (a run
 	// that ends wakes it sooner).
 	claimLook = time.Second
@@ -143,7 +148,7 @@ const maxAckPending = 16
 func fetchClaim(ctx context.Context, cons jetstream.Consumer) (jetstream.Msg, error) {
 	ctx, cancel := context.WithTimeout(ctx, claimWait)
 	defer cancel()
-	batch, err := cons.Fetch(1, jetstream.FetchContext(ctx))
+	batch, err := cons.Fetch(1, jetstream.FetchContext(ctx), jetstream.FetchHeartbeat(claimHeartbeat))
 	if err != nil {
 		return nil, err
 	}
