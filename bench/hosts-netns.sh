@@ -7,6 +7,8 @@
 # 8×N tasks took, the fleet's CPU over that time and its peak RSS, and the
 # hosts' RSS, busy (peak) and then idle.
 #
+# Then the fleet's CPU while idle, holding the finished workers (IDLE s).
+#
 # Needs root (ip netns). Usage: sudo bench/hosts-netns.sh [N]   (default 8)
 #   FLEET=path/to/fleet   use this binary (default: go build ./cmd/fleet)
 set -euo pipefail
@@ -104,3 +106,10 @@ sleep 15 # quiet for 10 s: the hosts give memory back
 idle=""
 for p in "${hp[@]}"; do idle="$idle $(rss "$p")"; done
 python3 -c "import statistics as s; r=[int(x)/1024 for x in '$idle'.split()]; print(f'hosts idle after: RSS median {s.median(r):.1f} MiB, max {max(r):.1f} MiB')"
+# Then the fleet idle, holding the N×8 finished workers' sessions (each
+# keeps its events' pull iterator): its CPU over IDLE seconds.
+IDLE=${IDLE:-30}
+f0=$(cpu "$fp"); t0=$(now)
+sleep "$IDLE"
+f1=$(cpu "$fp"); t1=$(now)
+python3 -c "print(f'fleet idle with {$N*8} finished host workers held: {100*($f1-$f0)/$hz/($t1-$t0):.2f}% of a core over {$t1-$t0:.0f}s')"
