@@ -13,6 +13,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/agents-fleet/fleet/e2e/e2etest"
 	"github.com/agents-fleet/fleet/internal/modelmock"
 	"github.com/agents-fleet/fleet/internal/testwait"
 	"github.com/agents-fleet/fleet/protocol"
@@ -79,32 +80,32 @@ func TestClaudeWorkerOnAHost(t *testing.T) {
 	}}
 	mock := startModelMockIn(t, nsB, script)
 
-	fleet := newEnv(t).in(nsA)
-	fleet.gitRepo()
-	d := fleet.start("--control-socket", "--hosts-listen", hub)
+	fleet := in(e2etest.NewEnv(t), nsA)
+	fleet.GitRepo()
+	d := fleet.Start("--control-socket", "--hosts-listen", hub)
 	joinFile := filepath.Join(t.TempDir(), "h1.join")
-	if _, stderr, code := fleet.fleet("", "hosts", "add", "h1", "--out", joinFile); code != 0 {
+	if _, stderr, code := fleet.Fleet("", "hosts", "add", "h1", "--out", joinFile); code != 0 {
 		t.Fatalf("fleet hosts add: exit %d\n%s", code, stderr)
 	}
 
 	// The host's own config names its CLI and the CLI's environment; the
 	// fleet's has neither.
-	host := newEnv(t).in(nsB)
+	host := in(e2etest.NewEnv(t), nsB)
 	cfg, _ := json.Marshal(map[string]any{"providers": map[string]any{"claude": map[string]any{"path": bin, "env": map[string]string{
 		"HOME": t.TempDir(), "ANTHROPIC_BASE_URL": mock.URL(), "ANTHROPIC_API_KEY": "sk-test",
 	}}}})
-	if err := os.WriteFile(filepath.Join(host.home, "config.json"), cfg, 0o600); err != nil {
+	if err := os.WriteFile(filepath.Join(host.Home, "config.json"), cfg, 0o600); err != nil {
 		t.Fatal(err)
 	}
 	workDir := filepath.Join(t.TempDir(), "work")
-	join := host.spawn("join", joinFile, "--work-dir", workDir)
+	join := host.Spawn("join", joinFile, "--work-dir", workDir)
 	t.Cleanup(func() {
 		if t.Failed() {
-			t.Logf("fleet:\n%s\njoin:\n%s", d.stderr, join.stderr)
+			t.Logf("fleet:\n%s\njoin:\n%s", d.Stderr, join.Stderr)
 		}
 	})
 	testwait.For(t, time.Minute, "h1 to be up with claude", func() bool {
-		list := fleet.hosts()
+		list := listHosts(fleet)
 		if len(list) != 1 || list[0].State != "up" {
 			return false
 		}
@@ -116,13 +117,13 @@ func TestClaudeWorkerOnAHost(t *testing.T) {
 		return false
 	})
 
-	watcher := watch(t, d.dial(protocol.ClientOther, "watcher"))
-	op := d.dial(protocol.ClientOther, "op")
-	watcher.waitFor("replayEnd", isType(protocol.TypeReplayEnd))
+	watcher := e2etest.Watch(t, d.Dial(protocol.ClientOther, "watcher"))
+	op := d.Dial(protocol.ClientOther, "op")
+	watcher.WaitFor("replayEnd", e2etest.IsType(protocol.TypeReplayEnd))
 	if err := op.Send(&protocol.Prompt{Text: "/spawn --host h1 --provider claude remote-write: make remote.txt"}); err != nil {
 		t.Fatal(err)
 	}
-	ask := watcher.waitLong("the Bash permission", isType(protocol.TypeAskRequest)).(*protocol.AskRequest)
+	ask := watcher.WaitLong("the Bash permission", e2etest.IsType(protocol.TypeAskRequest)).(*protocol.AskRequest)
 	if !strings.Contains(ask.Question, "Bash") || !strings.Contains(ask.Question, command) {
 		t.Fatalf("permission request %q", ask.Question)
 	}
@@ -137,7 +138,7 @@ func TestClaudeWorkerOnAHost(t *testing.T) {
 		settled  *protocol.HubEvent
 	)
 	for resolved == nil || bash == nil || change == nil || !said || settled == nil {
-		switch m := watcher.waitLong("w1 to run its command and settle", func(protocol.Message) bool { return true }).(type) {
+		switch m := watcher.WaitLong("w1 to run its command and settle", func(protocol.Message) bool { return true }).(type) {
 		case *protocol.ConfirmResolved:
 			if m.ID == ask.ID {
 				resolved = m
@@ -184,7 +185,7 @@ func TestClaudeWorkerOnAHost(t *testing.T) {
 		t.Fatalf("the endpoint answered %d input tokens in %d requests", in, len(reqs))
 	}
 	var w1 protocol.FleetWorkerSummary
-	watcher.waitLong("w1 on h1, completed, with its tokens and its branch", func(m protocol.Message) bool {
+	watcher.WaitLong("w1 on h1, completed, with its tokens and its branch", func(m protocol.Message) bool {
 		fs, ok := m.(*protocol.FleetState)
 		if !ok {
 			return false
@@ -206,22 +207,22 @@ func TestClaudeWorkerOnAHost(t *testing.T) {
 	}
 
 	t.Logf("w1 on %s: %d/%d tokens, %s at %s", w1.Host, in, out, w1.Git.Branch, w1.Git.Head)
-	mergeOut, stderr, code := fleet.fleet("", "merge", "w1")
+	mergeOut, stderr, code := fleet.Fleet("", "merge", "w1")
 	if code != 0 || !strings.Contains(mergeOut, "Merged w1") {
 		t.Fatalf("fleet merge w1 (%d): %s%s", code, mergeOut, stderr)
 	}
-	if got, _ := os.ReadFile(filepath.Join(fleet.cwd, "remote.txt")); string(got) != "made on the host\n" {
+	if got, _ := os.ReadFile(filepath.Join(fleet.Dir, "remote.txt")); string(got) != "made on the host\n" {
 		t.Fatalf("remote.txt in the repository: %q", got)
 	}
 
-	join.cmd.Process.Signal(syscall.SIGTERM)
+	join.Cmd.Process.Signal(syscall.SIGTERM)
 	select {
-	case <-join.done:
-		if join.err != nil {
-			t.Fatalf("fleet join exited with %v", join.err)
+	case <-join.Done:
+		if join.Err != nil {
+			t.Fatalf("fleet join exited with %v", join.Err)
 		}
 	case <-time.After(20 * time.Second):
 		t.Fatal("fleet join did not stop")
 	}
-	d.stop()
+	d.Stop()
 }
