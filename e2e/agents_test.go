@@ -288,23 +288,6 @@ func TestClaudeStallAndEndpointErrorFailWorkers(t *testing.T) {
 	d.Stop()
 }
 
-// answeredUsage sums the usage the endpoint reported in its answers.
-func answeredUsage(script modelmock.Script, reqs []modelmock.Request) (in, out int64) {
-	for _, r := range reqs {
-		if r.Status != 200 {
-			continue
-		}
-		for _, rule := range script.Rules {
-			if rule.Name == r.Rule && len(rule.Turns) > 0 {
-				t := rule.Turns[min(r.Turn, len(rule.Turns)-1)]
-				in += t.Usage.Input
-				out += t.Usage.Output
-			}
-		}
-	}
-	return in, out
-}
-
 // Eight Claude Code workers at once, each with its own turn: every one
 // completes with its own text and tokens, and the fleet answers a ping
 // meanwhile.
@@ -765,7 +748,7 @@ func coordinatorAllowsOneDeniesOther(t *testing.T, name, spawnTool string, comma
 		return ok && fs.WorkerStatusCounts != nil && fs.WorkerStatusCounts.Completed+fs.WorkerStatusCounts.Failed == 2 && !fs.Coordinator.IsProcessing
 	}).(*protocol.FleetState)
 	// Exactly what the endpoint reported, each request once.
-	in, out := answeredUsage(script, ae.Mock.Requests())
+	in, out := e2etest.AnsweredUsage(script, ae.Mock.Requests())
 	if *fs.Tokens.InputTokens != in || *fs.Tokens.OutputTokens != out || in < 960+410 {
 		t.Fatalf("session tokens %d/%d, the endpoint reported %d/%d", *fs.Tokens.InputTokens, *fs.Tokens.OutputTokens, in, out)
 	}

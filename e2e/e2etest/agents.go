@@ -80,3 +80,21 @@ func CLIEnv(t testing.TB, name, url string) map[string]string {
 	}
 	return env
 }
+
+// AnsweredUsage sums the usage the endpoint reported in the answers of
+// reqs, the requests it took with script: what the fleet must count.
+func AnsweredUsage(script modelmock.Script, reqs []modelmock.Request) (in, out int64) {
+	for _, r := range reqs {
+		if r.Status != 200 {
+			continue
+		}
+		for _, rule := range script.Rules {
+			if rule.Name == r.Rule && len(rule.Turns) > 0 {
+				t := rule.Turns[min(r.Turn, len(rule.Turns)-1)]
+				in += t.Usage.Input
+				out += t.Usage.Output
+			}
+		}
+	}
+	return in, out
+}

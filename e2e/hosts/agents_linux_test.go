@@ -1,4 +1,4 @@
-package e2e
+package hosts
 
 import (
 	"encoding/json"
@@ -180,7 +180,7 @@ func TestClaudeWorkerOnAHost(t *testing.T) {
 
 	// The tokens are what the endpoint in the host's namespace reported.
 	reqs := mock.Requests()
-	in, out := answeredUsage(script, reqs)
+	in, out := e2etest.AnsweredUsage(script, reqs)
 	if in < 200+210 {
 		t.Fatalf("the endpoint answered %d input tokens in %d requests", in, len(reqs))
 	}
