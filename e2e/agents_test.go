@@ -1,7 +1,6 @@
 package e2e
 
 import (
-	"encoding/json"
 	"os"
 	"path/filepath"
 	"slices"
@@ -10,84 +9,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agents-fleet/fleet/e2e/e2etest"
 	"github.com/agents-fleet/fleet/internal/modelmock"
 	"github.com/agents-fleet/fleet/internal/testwait"
 	"github.com/agents-fleet/fleet/protocol"
 )
-
-// agentEnv is a fleet home and a git repository whose fleet runs an agent
-// provider against a scripted model endpoint: the real CLI, no network.
-type agentEnv struct {
-	*env
-	mock *modelmock.Server
-}
-
-// newAgentEnv starts the endpoint with script and writes config.json so
-// that `fleet run --provider name` finds the pinned CLI. The CLI gets a
-// private HOME.
-func newAgentEnv(t *testing.T, name string, script modelmock.Script, limits ...map[string]any) *agentEnv {
-	t.Helper()
-	bin := modelmock.RequireCLI(t, name)
-	mock, err := modelmock.Start(script)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { mock.Close() })
-	e := newEnv(t)
-	e.gitRepo()
-	cliHome := t.TempDir()
-	env := map[string]string{"HOME": cliHome}
-	switch name {
-	case "claude":
-		env["ANTHROPIC_BASE_URL"] = mock.URL()
-		env["ANTHROPIC_API_KEY"] = "sk-test"
-	case "codex":
-		// A custom provider reaches a local endpoint (OPENAI_BASE_URL is
-		// ignored). A model without metadata gets MCP tools listed
-		// directly (docs/providers/codex.md).
-		codexHome := filepath.Join(cliHome, "codex")
-		os.MkdirAll(codexHome, 0o700)
-		cfg := "model = \"mock-model\"\nmodel_provider = \"mock\"\n\n[model_providers.mock]\nname = \"Mock\"\n" +
-			"base_url = \"" + mock.URL() + "/v1\"\nenv_key = \"MOCK_API_KEY\"\nwire_api = \"responses\"\n"
-		if err := os.WriteFile(filepath.Join(codexHome, "config.toml"), []byte(cfg), 0o600); err != nil {
-			t.Fatal(err)
-		}
-		env["CODEX_HOME"] = codexHome
-		env["MOCK_API_KEY"] = "sk-test"
-	case "copilot":
-		// BYOK against the endpoint. The CLI unpacks its 235 MB package
-		// into its cache on first run: the tests share one.
-		cache := filepath.Join(os.TempDir(), "fleet-e2e-copilot-cache")
-		os.MkdirAll(cache, 0o700)
-		env["XDG_CACHE_HOME"] = cache
-		env["COPILOT_OFFLINE"] = "true"
-		env["COPILOT_PROVIDER_BASE_URL"] = mock.URL()
-		env["COPILOT_PROVIDER_TYPE"] = "anthropic"
-		env["COPILOT_PROVIDER_API_KEY"] = "sk-test"
-		env["COPILOT_MODEL"] = "claude-sonnet-4.5"
-	}
-	lim := map[string]any{"stallGraceMs": 5000}
-	for _, l := range limits {
-		for k, v := range l {
-			lim[k] = v
-		}
-	}
-	cfg := map[string]any{
-		"limits":    lim,
-		"providers": map[string]any{name: map[string]any{"path": bin, "env": env}},
-	}
-	b, _ := json.Marshal(cfg)
-	if err := os.WriteFile(filepath.Join(e.home, "config.json"), b, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	return &agentEnv{env: e, mock: mock}
-}
-
-// waitLong is waitFor with a bound fit for real CLIs on a loaded machine.
-func (s *stream) waitLong(what string, pred func(protocol.Message) bool) protocol.Message {
-	s.t.Helper()
-	return s.waitWithin(3*time.Minute, what, pred)
-}
 
 // coordinatorScript: the coordinator spawns two workers through the
 // fleet's MCP tool; worker A writes a file with Write, worker B runs a
@@ -137,18 +63,18 @@ func TestClaudeCoordinatorSpawnsWorkersAndRelaysPermissions(t *testing.T) {
 			name = "allow"
 		}
 		t.Run(name, func(t *testing.T) {
-			ae := newAgentEnv(t, "claude", coordinatorScript())
-			d := ae.start("--control-socket", "--provider", "claude", "--workers", "2")
-			watcher := watch(t, d.dial(protocol.ClientOther, "watcher"))
-			answerer := d.dial(protocol.ClientOther, "answerer")
-			watcher.waitFor("replayEnd", isType(protocol.TypeReplayEnd))
+			ae := e2etest.NewAgentEnv(t, "claude", coordinatorScript())
+			d := ae.Start("--control-socket", "--provider", "claude", "--workers", "2")
+			watcher := e2etest.Watch(t, d.Dial(protocol.ClientOther, "watcher"))
+			answerer := d.Dial(protocol.ClientOther, "answerer")
+			watcher.WaitFor("replayEnd", e2etest.IsType(protocol.TypeReplayEnd))
 			if err := answerer.Send(&protocol.Prompt{Text: "Add a greeting and a farewell to the repo"}); err != nil {
 				t.Fatal(err)
 			}
 			// The coordinator's text before its last is a transcript line;
 			// its last is the reply, said once.
 			var said []string
-			reply := watcher.waitLong("the coordinator's reply", func(m protocol.Message) bool {
+			reply := watcher.WaitLong("the coordinator's reply", func(m protocol.Message) bool {
 				if tr, ok := m.(*protocol.Transcript); ok && tr.Agent == "" && tr.Role == protocol.RoleAssistant {
 					said = append(said, tr.Text)
 				}
@@ -162,7 +88,7 @@ func TestClaudeCoordinatorSpawnsWorkersAndRelaysPermissions(t *testing.T) {
 			var bash *protocol.AskRequest
 			var write *protocol.AskRequest
 			for bash == nil || write == nil {
-				a := watcher.waitLong("permission prompts", isType(protocol.TypeAskRequest)).(*protocol.AskRequest)
+				a := watcher.WaitLong("permission prompts", e2etest.IsType(protocol.TypeAskRequest)).(*protocol.AskRequest)
 				switch {
 				case strings.Contains(a.Question, "Bash") && strings.Contains(a.Question, "echo bye > bye.txt"):
 					bash = a
@@ -188,7 +114,7 @@ func TestClaudeCoordinatorSpawnsWorkersAndRelaysPermissions(t *testing.T) {
 			sawText := false
 			settled := map[string]string{}
 			for len(resolved) < 2 || bashDone == nil || !sawText || len(settled) < 2 {
-				m := watcher.waitLong("the workers to settle", func(protocol.Message) bool { return true })
+				m := watcher.WaitLong("the workers to settle", func(protocol.Message) bool { return true })
 				switch m := m.(type) {
 				case *protocol.ConfirmResolved:
 					resolved[m.ID] = true
@@ -221,12 +147,12 @@ func TestClaudeCoordinatorSpawnsWorkersAndRelaysPermissions(t *testing.T) {
 				t.Fatalf("toolCall without the CLI's id: %+v", bashDone)
 			}
 			// The worktree of the Bash worker has the file only if allowed.
-			wt := filepath.Join(ae.home, "worktrees")
+			wt := filepath.Join(ae.Home, "worktrees")
 			matches, _ := filepath.Glob(filepath.Join(wt, "*", "*", "bye.txt"))
 			if allow != (len(matches) == 1) {
 				t.Fatalf("bye.txt after %s: %v", answer, matches)
 			}
-			fs := watcher.waitLong("token counts", func(m protocol.Message) bool {
+			fs := watcher.WaitLong("token counts", func(m protocol.Message) bool {
 				fs, ok := m.(*protocol.FleetState)
 				return ok && fs.WorkerStatusCounts != nil && fs.WorkerStatusCounts.Completed == 2 && !fs.Coordinator.IsProcessing
 			}).(*protocol.FleetState)
@@ -240,7 +166,7 @@ func TestClaudeCoordinatorSpawnsWorkersAndRelaysPermissions(t *testing.T) {
 					t.Fatalf("worker %+v", w)
 				}
 			}
-			d.stop()
+			d.Stop()
 		})
 	}
 }
@@ -249,30 +175,30 @@ func TestClaudeCoordinatorSpawnsWorkersAndRelaysPermissions(t *testing.T) {
 // worker another turn in the same CLI session; /cancel mid-tool leaves no
 // process behind.
 func TestClaudeSpawnTellCancel(t *testing.T) {
-	ae := newAgentEnv(t, "claude", coordinatorScript())
-	d := ae.start("--control-socket", "--provider", "claude")
-	s := watch(t, d.dial(protocol.ClientOther, "w"))
-	c := d.dial(protocol.ClientOther, "op")
+	ae := e2etest.NewAgentEnv(t, "claude", coordinatorScript())
+	d := ae.Start("--control-socket", "--provider", "claude")
+	s := e2etest.Watch(t, d.Dial(protocol.ClientOther, "w"))
+	c := d.Dial(protocol.ClientOther, "op")
 	session := c.Welcome().SessionID
-	s.waitFor("replayEnd", isType(protocol.TypeReplayEnd))
+	s.WaitFor("replayEnd", e2etest.IsType(protocol.TypeReplayEnd))
 	c.Send(&protocol.Prompt{Text: "/spawn direct: do it"})
-	s.waitLong("the direct worker's text", func(m protocol.Message) bool {
+	s.WaitLong("the direct worker's text", func(m protocol.Message) bool {
 		tr, ok := m.(*protocol.Transcript)
 		return ok && tr.Agent == "w1" && tr.Text == "Direct work done."
 	})
-	s.waitLong("w1 settles", func(m protocol.Message) bool {
+	s.WaitLong("w1 settles", func(m protocol.Message) bool {
 		h, ok := m.(*protocol.HubEvent)
 		return ok && h.From == "w1" && h.Kind == protocol.HubCompleted
 	})
 	c.Send(&protocol.Prompt{Text: "/tell w1 follow-up: and this"})
-	s.waitLong("the follow-up's text", func(m protocol.Message) bool {
+	s.WaitLong("the follow-up's text", func(m protocol.Message) bool {
 		tr, ok := m.(*protocol.Transcript)
 		return ok && tr.Agent == "w1" && tr.Text == "Followed up."
 	})
 	// The follow-up continued the same conversation: its request carries
 	// the first turn's text.
 	resumed := false
-	for _, r := range ae.mock.Requests() {
+	for _, r := range ae.Mock.Requests() {
 		if r.Rule == "follow-up" && strings.Contains(string(r.Body), "Direct work done.") {
 			resumed = true
 		}
@@ -282,9 +208,9 @@ func TestClaudeSpawnTellCancel(t *testing.T) {
 	}
 	// A follow-up's edits are reported like the first turn's.
 	c.Send(&protocol.Prompt{Text: "/tell w1 tell-write: add later.txt"})
-	ask := s.waitLong("the follow-up's permission", isType(protocol.TypeAskRequest)).(*protocol.AskRequest)
+	ask := s.WaitLong("the follow-up's permission", e2etest.IsType(protocol.TypeAskRequest)).(*protocol.AskRequest)
 	c.Send(&protocol.AskResponse{ID: ask.ID, Text: "allow"})
-	fc := s.waitLong("the follow-up's fileChange", isType(protocol.TypeFileChange)).(*protocol.FileChange)
+	fc := s.WaitLong("the follow-up's fileChange", e2etest.IsType(protocol.TypeFileChange)).(*protocol.FileChange)
 	if len(fc.Changes) != 1 || fc.Changes[0].Path != "later.txt" || fc.Changes[0].Agent != "w1" || fc.Changes[0].Tool != "Write" {
 		t.Fatalf("follow-up fileChange %+v", fc.Changes)
 	}
@@ -297,28 +223,28 @@ func TestClaudeSpawnTellCancel(t *testing.T) {
 			t.Fatal("the agent's sleep never started")
 		}
 		select {
-		case f := <-s.frames:
-			if a, ok := f.m.(*protocol.AskRequest); ok {
+		case f := <-s.Frames:
+			if a, ok := f.Msg.(*protocol.AskRequest); ok {
 				c.Send(&protocol.AskResponse{ID: a.ID, Text: "allow"})
 			}
 		case <-time.After(50 * time.Millisecond):
 		}
 	}
 	c.Send(&protocol.Prompt{Text: "/cancel w2"})
-	s.waitLong("w2 fails as cancelled", func(m protocol.Message) bool {
+	s.WaitLong("w2 fails as cancelled", func(m protocol.Message) bool {
 		h, ok := m.(*protocol.HubEvent)
 		return ok && h.From == "w2" && h.Kind == protocol.HubFailed && strings.Contains(h.Text, "cancelled")
 	})
-	if left := markedProcesses(session); len(left) > 0 {
+	if left := e2etest.MarkedProcesses(session); len(left) > 0 {
 		t.Fatalf("processes left after the cancel: %v", left)
 	}
-	d.stop()
+	d.Stop()
 }
 
 // sleepers are the session's processes running `sleep 300`.
 func sleepers(session string) []int {
 	var out []int
-	for _, pid := range markedProcesses(session) {
+	for _, pid := range e2etest.MarkedProcesses(session) {
 		b, _ := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pid), "cmdline"))
 		if strings.Contains(string(b), "sleep\x00300") {
 			out = append(out, pid)
@@ -333,16 +259,16 @@ func sleepers(session string) []int {
 // endpoint answering 500 fails the worker in bounded time with the CLI's
 // own error text. The fleet keeps serving.
 func TestClaudeStallAndEndpointErrorFailWorkers(t *testing.T) {
-	ae := newAgentEnv(t, "claude", coordinatorScript(), map[string]any{"agentStallTimeoutMs": 6000, "stallRetries": 0})
-	d := ae.start("--control-socket", "--provider", "claude")
-	s := watch(t, d.dial(protocol.ClientOther, "w"))
-	c := d.dial(protocol.ClientOther, "op")
-	s.waitFor("replayEnd", isType(protocol.TypeReplayEnd))
+	ae := e2etest.NewAgentEnv(t, "claude", coordinatorScript(), map[string]any{"agentStallTimeoutMs": 6000, "stallRetries": 0})
+	d := ae.Start("--control-socket", "--provider", "claude")
+	s := e2etest.Watch(t, d.Dial(protocol.ClientOther, "w"))
+	c := d.Dial(protocol.ClientOther, "op")
+	s.WaitFor("replayEnd", e2etest.IsType(protocol.TypeReplayEnd))
 	c.Send(&protocol.Prompt{Text: "/spawn hang: wait forever"})
 	c.Send(&protocol.Prompt{Text: "/spawn fail: try"})
 	failed := map[string]string{}
 	for len(failed) < 2 {
-		h := s.waitLong("both workers fail", func(m protocol.Message) bool {
+		h := s.WaitLong("both workers fail", func(m protocol.Message) bool {
 			h, ok := m.(*protocol.HubEvent)
 			return ok && h.Kind == protocol.HubFailed
 		}).(*protocol.HubEvent)
@@ -355,45 +281,28 @@ func TestClaudeStallAndEndpointErrorFailWorkers(t *testing.T) {
 		t.Fatalf("failing endpoint: %q", failed["w2"])
 	}
 	c.Send(&protocol.Prompt{Text: "/spawn direct: still serving?"})
-	s.waitLong("a later worker still works", func(m protocol.Message) bool {
+	s.WaitLong("a later worker still works", func(m protocol.Message) bool {
 		tr, ok := m.(*protocol.Transcript)
 		return ok && tr.Text == "Direct work done."
 	})
-	d.stop()
-}
-
-// answeredUsage sums the usage the endpoint reported in its answers.
-func answeredUsage(script modelmock.Script, reqs []modelmock.Request) (in, out int64) {
-	for _, r := range reqs {
-		if r.Status != 200 {
-			continue
-		}
-		for _, rule := range script.Rules {
-			if rule.Name == r.Rule && len(rule.Turns) > 0 {
-				t := rule.Turns[min(r.Turn, len(rule.Turns)-1)]
-				in += t.Usage.Input
-				out += t.Usage.Output
-			}
-		}
-	}
-	return in, out
+	d.Stop()
 }
 
 // Eight Claude Code workers at once, each with its own turn: every one
 // completes with its own text and tokens, and the fleet answers a ping
 // meanwhile.
 func TestClaudeEightWorkersAtOnce(t *testing.T) {
-	ae := newAgentEnv(t, "claude", coordinatorScript())
-	d := ae.start("--control-socket", "--provider", "claude", "--workers", "8")
-	s := watch(t, d.dial(protocol.ClientOther, "w"))
-	c := d.dial(protocol.ClientOther, "op")
-	s.waitFor("replayEnd", isType(protocol.TypeReplayEnd))
+	ae := e2etest.NewAgentEnv(t, "claude", coordinatorScript())
+	d := ae.Start("--control-socket", "--provider", "claude", "--workers", "8")
+	s := e2etest.Watch(t, d.Dial(protocol.ClientOther, "w"))
+	c := d.Dial(protocol.ClientOther, "op")
+	s.WaitFor("replayEnd", e2etest.IsType(protocol.TypeReplayEnd))
 	for i := range 8 {
 		c.Send(&protocol.Prompt{Text: "/spawn direct: job " + strconv.Itoa(i)})
 	}
 	done := map[string]bool{}
 	for len(done) < 8 {
-		h := s.waitLong("eight workers settle", func(m protocol.Message) bool {
+		h := s.WaitLong("eight workers settle", func(m protocol.Message) bool {
 			h, ok := m.(*protocol.HubEvent)
 			return ok && (h.Kind == protocol.HubCompleted || h.Kind == protocol.HubFailed)
 		}).(*protocol.HubEvent)
@@ -402,14 +311,14 @@ func TestClaudeEightWorkersAtOnce(t *testing.T) {
 		}
 		done[h.From] = true
 	}
-	fs := s.waitLong("their tokens", func(m protocol.Message) bool {
+	fs := s.WaitLong("their tokens", func(m protocol.Message) bool {
 		fs, ok := m.(*protocol.FleetState)
 		return ok && fs.WorkerStatusCounts != nil && fs.WorkerStatusCounts.Completed == 8
 	}).(*protocol.FleetState)
 	if *fs.Tokens.InputTokens != 8*50 || *fs.Tokens.OutputTokens != 8*5 {
 		t.Fatalf("tokens %d/%d, want %d/%d", *fs.Tokens.InputTokens, *fs.Tokens.OutputTokens, 8*50, 8*5)
 	}
-	d.stop()
+	d.Stop()
 }
 
 // kill -9 of the daemon while a worker's command runs, then
@@ -421,14 +330,14 @@ func TestClaudeKill9ThenResumeContinuesTheCoordinator(t *testing.T) {
 		{Name: "first", Match: "remember the word banana", Turns: []modelmock.Turn{{Text: "Noted: banana.", Usage: modelmock.Usage{Input: 40, Output: 4}}}},
 		{Name: "second", Match: "which word", Turns: []modelmock.Turn{{Text: "banana", Usage: modelmock.Usage{Input: 60, Output: 1}}}},
 	}, script.Rules...)
-	ae := newAgentEnv(t, "claude", script)
-	d := ae.start("--control-socket", "--provider", "claude")
-	s := watch(t, d.dial(protocol.ClientOther, "w"))
-	c := d.dial(protocol.ClientOther, "op")
+	ae := e2etest.NewAgentEnv(t, "claude", script)
+	d := ae.Start("--control-socket", "--provider", "claude")
+	s := e2etest.Watch(t, d.Dial(protocol.ClientOther, "w"))
+	c := d.Dial(protocol.ClientOther, "op")
 	session := c.Welcome().SessionID
-	s.waitFor("replayEnd", isType(protocol.TypeReplayEnd))
+	s.WaitFor("replayEnd", e2etest.IsType(protocol.TypeReplayEnd))
 	c.Send(&protocol.Prompt{Text: "remember the word banana"})
-	if r := s.waitLong("the first reply", isType(protocol.TypeReply)).(*protocol.Reply); r.Text != "Noted: banana." {
+	if r := s.WaitLong("the first reply", e2etest.IsType(protocol.TypeReply)).(*protocol.Reply); r.Text != "Noted: banana." {
 		t.Fatalf("reply %q", r.Text)
 	}
 	c.Send(&protocol.Prompt{Text: "/spawn slow: wait"})
@@ -438,35 +347,35 @@ func TestClaudeKill9ThenResumeContinuesTheCoordinator(t *testing.T) {
 			t.Fatal("the agent's sleep never started")
 		}
 		select {
-		case f := <-s.frames:
-			if a, ok := f.m.(*protocol.AskRequest); ok {
+		case f := <-s.Frames:
+			if a, ok := f.Msg.(*protocol.AskRequest); ok {
 				c.Send(&protocol.AskResponse{ID: a.ID, Text: "allow"})
 			}
 		case <-time.After(50 * time.Millisecond):
 		}
 	}
-	d.cmd.Process.Kill()
-	<-d.done
-	if len(markedProcesses(session)) == 0 {
+	d.Cmd.Process.Kill()
+	<-d.Done
+	if len(e2etest.MarkedProcesses(session)) == 0 {
 		t.Fatal("nothing of the killed fleet was left to stop (the test proves nothing)")
 	}
 
-	d2 := ae.start("--control-socket", "--provider", "claude", "--resume", session)
+	d2 := ae.Start("--control-socket", "--provider", "claude", "--resume", session)
 	// The new fleet's own processes carry the session too, but it runs
 	// none until a prompt arrives.
-	if !testwait.Until(time.Minute, func() bool { return len(markedProcesses(session)) == 0 }) {
-		t.Fatalf("processes %v of the killed fleet still run after the resume", markedProcesses(session))
+	if !testwait.Until(time.Minute, func() bool { return len(e2etest.MarkedProcesses(session)) == 0 }) {
+		t.Fatalf("processes %v of the killed fleet still run after the resume", e2etest.MarkedProcesses(session))
 	}
-	s2 := watch(t, d2.dial(protocol.ClientOther, "w2"))
-	c2 := d2.dial(protocol.ClientOther, "op2")
-	s2.waitFor("replayEnd", isType(protocol.TypeReplayEnd))
+	s2 := e2etest.Watch(t, d2.Dial(protocol.ClientOther, "w2"))
+	c2 := d2.Dial(protocol.ClientOther, "op2")
+	s2.WaitFor("replayEnd", e2etest.IsType(protocol.TypeReplayEnd))
 	c2.Send(&protocol.Prompt{Text: "which word did I ask you to remember?"})
-	if r := s2.waitLong("the resumed reply", isType(protocol.TypeReply)).(*protocol.Reply); r.Text != "banana" {
+	if r := s2.WaitLong("the resumed reply", e2etest.IsType(protocol.TypeReply)).(*protocol.Reply); r.Text != "banana" {
 		t.Fatalf("reply %q", r.Text)
 	}
 	// The coordinator's request carries the first conversation.
 	found := false
-	for _, r := range ae.mock.Requests() {
+	for _, r := range ae.Mock.Requests() {
 		if r.Rule == "second" && strings.Contains(string(r.Body), "Noted: banana.") {
 			found = true
 		}
@@ -476,12 +385,12 @@ func TestClaudeKill9ThenResumeContinuesTheCoordinator(t *testing.T) {
 	}
 	// A worker of the killed run takes a follow-up in its own worktree.
 	c2.Send(&protocol.Prompt{Text: "/tell w1 follow-up: after the crash"})
-	s2.waitLong("the restored worker's follow-up", func(m protocol.Message) bool {
+	s2.WaitLong("the restored worker's follow-up", func(m protocol.Message) bool {
 		tr, ok := m.(*protocol.Transcript)
 		return ok && tr.Agent == "w1" && tr.Text == "Followed up."
 	})
 	inWorktree := false
-	for _, r := range ae.mock.Requests() {
+	for _, r := range ae.Mock.Requests() {
 		if r.Rule == "follow-up" && strings.Contains(string(r.Body), filepath.Join("worktrees", session, "w1")) {
 			inWorktree = true
 		}
@@ -489,7 +398,7 @@ func TestClaudeKill9ThenResumeContinuesTheCoordinator(t *testing.T) {
 	if !inWorktree {
 		t.Fatal("the restored worker's follow-up did not run in its worktree")
 	}
-	d2.stop()
+	d2.Stop()
 }
 
 // A permission prompt nobody answers expires after --request-ttl: the
@@ -497,54 +406,54 @@ func TestClaudeKill9ThenResumeContinuesTheCoordinator(t *testing.T) {
 // (the worker goes on without the command). An answer to a prompt whose
 // worker was cancelled meanwhile gets an error frame, and the fleet goes on.
 func TestClaudePermissionExpiresAndLateAnswersAreRefused(t *testing.T) {
-	ae := newAgentEnv(t, "claude", coordinatorScript())
-	d := ae.start("--control-socket", "--provider", "claude", "--request-ttl", "2s")
-	s := watch(t, d.dial(protocol.ClientOther, "w"))
-	c := d.dial(protocol.ClientOther, "op")
-	cs := watch(t, c) // errors go to the client that sent the frame
-	s.waitFor("replayEnd", isType(protocol.TypeReplayEnd))
+	ae := e2etest.NewAgentEnv(t, "claude", coordinatorScript())
+	d := ae.Start("--control-socket", "--provider", "claude", "--request-ttl", "2s")
+	s := e2etest.Watch(t, d.Dial(protocol.ClientOther, "w"))
+	c := d.Dial(protocol.ClientOther, "op")
+	cs := e2etest.Watch(t, c) // errors go to the client that sent the frame
+	s.WaitFor("replayEnd", e2etest.IsType(protocol.TypeReplayEnd))
 	c.Send(&protocol.Prompt{Text: "/spawn worker-b: create bye.txt"})
-	ask := s.waitLong("the permission prompt", isType(protocol.TypeAskRequest)).(*protocol.AskRequest)
-	res := s.waitLong("its expiry", func(m protocol.Message) bool {
+	ask := s.WaitLong("the permission prompt", e2etest.IsType(protocol.TypeAskRequest)).(*protocol.AskRequest)
+	res := s.WaitLong("its expiry", func(m protocol.Message) bool {
 		r, ok := m.(*protocol.ConfirmResolved)
 		return ok && r.ID == ask.ID
 	}).(*protocol.ConfirmResolved)
 	if res.Reason != protocol.ReasonExpired || res.Approved {
 		t.Fatalf("resolved %+v", res)
 	}
-	done := s.waitLong("the Bash call ends denied", func(m protocol.Message) bool {
+	done := s.WaitLong("the Bash call ends denied", func(m protocol.Message) bool {
 		tc, ok := m.(*protocol.ToolCall)
 		return ok && tc.Tool == "Bash" && tc.Phase == protocol.PhaseComplete
 	}).(*protocol.ToolCall)
 	if done.IsError == nil || !*done.IsError {
 		t.Fatalf("an expired prompt let the command run: %+v", done)
 	}
-	s.waitLong("w1 settles", func(m protocol.Message) bool {
+	s.WaitLong("w1 settles", func(m protocol.Message) bool {
 		h, ok := m.(*protocol.HubEvent)
 		return ok && h.From == "w1" && (h.Kind == protocol.HubCompleted || h.Kind == protocol.HubFailed)
 	})
 
 	c.Send(&protocol.Prompt{Text: "/spawn worker-b: create bye.txt"})
-	ask2 := s.waitLong("the second prompt", isType(protocol.TypeAskRequest)).(*protocol.AskRequest)
+	ask2 := s.WaitLong("the second prompt", e2etest.IsType(protocol.TypeAskRequest)).(*protocol.AskRequest)
 	c.Send(&protocol.Prompt{Text: "/cancel w2"})
-	s.waitLong("w2 cancelled", func(m protocol.Message) bool {
+	s.WaitLong("w2 cancelled", func(m protocol.Message) bool {
 		h, ok := m.(*protocol.HubEvent)
 		return ok && h.From == "w2" && h.Kind == protocol.HubFailed
 	})
 	c.Send(&protocol.AskResponse{ID: ask2.ID, Text: "allow"})
-	e := cs.waitLong("the late answer's error", isType(protocol.TypeError)).(*protocol.Error)
+	e := cs.WaitLong("the late answer's error", e2etest.IsType(protocol.TypeError)).(*protocol.Error)
 	if !strings.Contains(e.Message, "already resolved") {
 		t.Fatalf("late answer: %+v", e)
 	}
-	if matches, _ := filepath.Glob(filepath.Join(ae.home, "worktrees", "*", "*", "bye.txt")); len(matches) != 0 {
+	if matches, _ := filepath.Glob(filepath.Join(ae.Home, "worktrees", "*", "*", "bye.txt")); len(matches) != 0 {
 		t.Fatalf("a denied or cancelled command ran: %v", matches)
 	}
 	c.Send(&protocol.Prompt{Text: "/spawn direct: still there?"})
-	s.waitLong("the fleet goes on", func(m protocol.Message) bool {
+	s.WaitLong("the fleet goes on", func(m protocol.Message) bool {
 		tr, ok := m.(*protocol.Transcript)
 		return ok && tr.Text == "Direct work done."
 	})
-	d.stop()
+	d.Stop()
 }
 
 // codexScript is coordinatorScript's /spawn, /tell and cancel rules in
@@ -582,15 +491,15 @@ func TestCopilotSpawnTellCancelResume(t *testing.T) {
 }
 
 func spawnTellCancelResume(t *testing.T, name string, script modelmock.Script) {
-	ae := newAgentEnv(t, name, script)
-	d := ae.start("--control-socket", "--provider", name)
-	s := watch(t, d.dial(protocol.ClientOther, "w"))
-	c := d.dial(protocol.ClientOther, "op")
+	ae := e2etest.NewAgentEnv(t, name, script)
+	d := ae.Start("--control-socket", "--provider", name)
+	s := e2etest.Watch(t, d.Dial(protocol.ClientOther, "w"))
+	c := d.Dial(protocol.ClientOther, "op")
 	session := c.Welcome().SessionID
-	s.waitFor("replayEnd", isType(protocol.TypeReplayEnd))
+	s.WaitFor("replayEnd", e2etest.IsType(protocol.TypeReplayEnd))
 	answerAsks := func(until func(protocol.Message) bool, what string) {
 		t.Helper()
-		s.waitLong(what, func(m protocol.Message) bool {
+		s.WaitLong(what, func(m protocol.Message) bool {
 			if a, ok := m.(*protocol.AskRequest); ok {
 				for _, ch := range a.Choices {
 					if ch.Description == "allow_once" {
@@ -612,19 +521,19 @@ func spawnTellCancelResume(t *testing.T, name string, script modelmock.Script) {
 		}
 	}
 	c.Send(&protocol.Prompt{Text: "remember the word banana"})
-	if r := s.waitLong("the coordinator's reply", isType(protocol.TypeReply)).(*protocol.Reply); r.Text != "Noted: banana." {
+	if r := s.WaitLong("the coordinator's reply", e2etest.IsType(protocol.TypeReply)).(*protocol.Reply); r.Text != "Noted: banana." {
 		t.Fatalf("reply %q", r.Text)
 	}
 	c.Send(&protocol.Prompt{Text: "/spawn direct: do it"})
 	answerAsks(text("w1", "Direct work done."), "the direct worker's text")
-	s.waitLong("w1 settles", func(m protocol.Message) bool {
+	s.WaitLong("w1 settles", func(m protocol.Message) bool {
 		h, ok := m.(*protocol.HubEvent)
 		return ok && h.From == "w1" && h.Kind == protocol.HubCompleted
 	})
 	c.Send(&protocol.Prompt{Text: "/tell w1 follow-up: and this"})
 	answerAsks(text("w1", "Followed up."), "the follow-up's text")
 	resumed := false
-	for _, r := range ae.mock.Requests() {
+	for _, r := range ae.Mock.Requests() {
 		if r.Rule == "follow-up" && strings.Contains(string(r.Body), "Direct work done.") {
 			resumed = true
 		}
@@ -640,18 +549,18 @@ func spawnTellCancelResume(t *testing.T, name string, script modelmock.Script) {
 			t.Fatal("the agent's sleep never started")
 		}
 		select {
-		case f := <-s.frames:
-			if a, ok := f.m.(*protocol.AskRequest); ok && len(a.Choices) > 0 {
+		case f := <-s.Frames:
+			if a, ok := f.Msg.(*protocol.AskRequest); ok && len(a.Choices) > 0 {
 				c.Send(&protocol.AskResponse{ID: a.ID, Text: a.Choices[0].Value})
 			}
-			if cr, ok := f.m.(*protocol.ConfirmRequest); ok {
+			if cr, ok := f.Msg.(*protocol.ConfirmRequest); ok {
 				c.Send(&protocol.ConfirmResponse{ID: cr.ID, Approve: true})
 			}
 		case <-time.After(50 * time.Millisecond):
 		}
 	}
 	c.Send(&protocol.Prompt{Text: "/cancel w2"})
-	s.waitLong("w2 fails as cancelled", func(m protocol.Message) bool {
+	s.WaitLong("w2 fails as cancelled", func(m protocol.Message) bool {
 		h, ok := m.(*protocol.HubEvent)
 		return ok && h.From == "w2" && h.Kind == protocol.HubFailed && strings.Contains(h.Text, "cancelled")
 	})
@@ -659,18 +568,18 @@ func spawnTellCancelResume(t *testing.T, name string, script modelmock.Script) {
 		t.Fatalf("the cancelled command still runs: %v", left)
 	}
 
-	d.cmd.Process.Kill()
-	<-d.done
-	d2 := ae.start("--control-socket", "--provider", name, "--resume", session)
-	s2 := watch(t, d2.dial(protocol.ClientOther, "w2"))
-	c2 := d2.dial(protocol.ClientOther, "op2")
-	s2.waitFor("replayEnd", isType(protocol.TypeReplayEnd))
+	d.Cmd.Process.Kill()
+	<-d.Done
+	d2 := ae.Start("--control-socket", "--provider", name, "--resume", session)
+	s2 := e2etest.Watch(t, d2.Dial(protocol.ClientOther, "w2"))
+	c2 := d2.Dial(protocol.ClientOther, "op2")
+	s2.WaitFor("replayEnd", e2etest.IsType(protocol.TypeReplayEnd))
 	c2.Send(&protocol.Prompt{Text: "which word did I ask you to remember?"})
-	if r := s2.waitLong("the resumed reply", isType(protocol.TypeReply)).(*protocol.Reply); r.Text != "banana" {
+	if r := s2.WaitLong("the resumed reply", e2etest.IsType(protocol.TypeReply)).(*protocol.Reply); r.Text != "banana" {
 		t.Fatalf("reply %q", r.Text)
 	}
 	found := false
-	for _, r := range ae.mock.Requests() {
+	for _, r := range ae.Mock.Requests() {
 		if r.Rule == "second" && strings.Contains(string(r.Body), "Noted: banana.") {
 			found = true
 		}
@@ -678,7 +587,7 @@ func spawnTellCancelResume(t *testing.T, name string, script modelmock.Script) {
 	if !found {
 		t.Fatalf("the resumed %s coordinator did not continue its conversation", name)
 	}
-	d2.stop()
+	d2.Stop()
 }
 
 // In a native session, an agent's tool request that the confirm policy
@@ -693,16 +602,16 @@ func TestClaudeNativeSessionApprovesToolRequests(t *testing.T) {
 	}})
 	for _, verdict := range []string{"approve", "deny"} {
 		t.Run(verdict, func(t *testing.T) {
-			ae := newAgentEnv(t, "claude", script)
-			d := ae.start("--control-socket", "--provider", "claude", "--native-root")
-			s := watch(t, d.dial(protocol.ClientOther, "w"))
-			c := d.dial(protocol.ClientOther, "op")
-			s.waitFor("replayEnd", isType(protocol.TypeReplayEnd))
+			ae := e2etest.NewAgentEnv(t, "claude", script)
+			d := ae.Start("--control-socket", "--provider", "claude", "--native-root")
+			s := e2etest.Watch(t, d.Dial(protocol.ClientOther, "w"))
+			c := d.Dial(protocol.ClientOther, "op")
+			s.WaitFor("replayEnd", e2etest.IsType(protocol.TypeReplayEnd))
 			c.Send(&protocol.Prompt{Text: "/spawn pusher: push it"})
 			var root string
 			var rev float64
 			testwait.For(t, 3*time.Minute, "the tool request to reach the native root", func() bool {
-				st, _ := ae.rootJSON("status")
+				st, _ := rootJSON(ae.Env, "status")
 				r, _ := st["root"].(map[string]any)
 				tasks, _ := r["tasks"].([]any)
 				for _, x := range tasks {
@@ -712,12 +621,12 @@ func TestClaudeNativeSessionApprovesToolRequests(t *testing.T) {
 				}
 				return root != ""
 			})
-			res, code := ae.rootJSON(verdict, root, "--task", "t1.p1", "--rationale", "reviewed the push",
+			res, code := rootJSON(ae.Env, verdict, root, "--task", "t1.p1", "--rationale", "reviewed the push",
 				"--revision", strconv.Itoa(int(rev)), "--operation-id", "op-"+verdict)
 			if code != 0 || res["kind"] != "receipt" {
 				t.Fatalf("%s: %d %v", verdict, code, res)
 			}
-			done := s.waitLong("the Bash call ends", func(m protocol.Message) bool {
+			done := s.WaitLong("the Bash call ends", func(m protocol.Message) bool {
 				switch m := m.(type) {
 				case *protocol.ConfirmRequest:
 					t.Fatalf("a legacy confirm in a native session: %q", m.Summary)
@@ -730,7 +639,7 @@ func TestClaudeNativeSessionApprovesToolRequests(t *testing.T) {
 			if denied != (verdict == "deny") {
 				t.Fatalf("after %s the Bash call ended with %q", verdict, done.Result)
 			}
-			d.stop()
+			d.Stop()
 		})
 	}
 }
@@ -773,13 +682,13 @@ func coordinatorAllowsOneDeniesOther(t *testing.T, name, spawnTool string, comma
 			{Text: "Done with bye.txt.", Usage: u(210, 5)},
 		}},
 	}}
-	ae := newAgentEnv(t, name, script)
-	d := ae.start("--control-socket", "--provider", name, "--workers", "2")
-	watcher := watch(t, d.dial(protocol.ClientOther, "watcher"))
-	op := d.dial(protocol.ClientOther, "op")
-	watcher.waitFor("replayEnd", isType(protocol.TypeReplayEnd))
+	ae := e2etest.NewAgentEnv(t, name, script)
+	d := ae.Start("--control-socket", "--provider", name, "--workers", "2")
+	watcher := e2etest.Watch(t, d.Dial(protocol.ClientOther, "watcher"))
+	op := d.Dial(protocol.ClientOther, "op")
+	watcher.WaitFor("replayEnd", e2etest.IsType(protocol.TypeReplayEnd))
 	op.Send(&protocol.Prompt{Text: "Add a greeting and a farewell to the repo"})
-	reply := watcher.waitLong("the coordinator's reply", isType(protocol.TypeReply)).(*protocol.Reply)
+	reply := watcher.WaitLong("the coordinator's reply", e2etest.IsType(protocol.TypeReply)).(*protocol.Reply)
 	if reply.Text != "Two workers are on it." {
 		t.Fatalf("reply %q", reply.Text)
 	}
@@ -787,7 +696,7 @@ func coordinatorAllowsOneDeniesOther(t *testing.T, name, spawnTool string, comma
 	settled := map[string]string{}
 	changes := map[string]protocol.FileChangeEntry{}
 	for answered < 2 || len(settled) < 2 {
-		m := watcher.waitLong("approvals and settlements", func(protocol.Message) bool { return true })
+		m := watcher.WaitLong("approvals and settlements", func(protocol.Message) bool { return true })
 		switch m := m.(type) {
 		case *protocol.AskRequest, *protocol.ConfirmRequest:
 			var id, question string
@@ -834,14 +743,14 @@ func coordinatorAllowsOneDeniesOther(t *testing.T, name, spawnTool string, comma
 	if _, ok := changes["bye.txt"]; ok {
 		t.Fatalf("the denied command changed a file: %+v", changes)
 	}
-	fs := watcher.waitLong("token counts", func(m protocol.Message) bool {
+	fs := watcher.WaitLong("token counts", func(m protocol.Message) bool {
 		fs, ok := m.(*protocol.FleetState)
 		return ok && fs.WorkerStatusCounts != nil && fs.WorkerStatusCounts.Completed+fs.WorkerStatusCounts.Failed == 2 && !fs.Coordinator.IsProcessing
 	}).(*protocol.FleetState)
 	// Exactly what the endpoint reported, each request once.
-	in, out := answeredUsage(script, ae.mock.Requests())
+	in, out := e2etest.AnsweredUsage(script, ae.Mock.Requests())
 	if *fs.Tokens.InputTokens != in || *fs.Tokens.OutputTokens != out || in < 960+410 {
 		t.Fatalf("session tokens %d/%d, the endpoint reported %d/%d", *fs.Tokens.InputTokens, *fs.Tokens.OutputTokens, in, out)
 	}
-	d.stop()
+	d.Stop()
 }

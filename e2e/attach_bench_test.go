@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agents-fleet/fleet/e2e/e2etest"
 	"github.com/agents-fleet/fleet/registry"
 	"github.com/agents-fleet/fleet/store"
 )
@@ -34,10 +35,10 @@ import (
 // would have saved it.
 func BenchmarkAttachWithHistory(b *testing.B) {
 	for _, n := range []int{1_000, 100_000, 1_000_000} {
-		e := newEnv(b)
+		e := e2etest.NewEnv(b)
 		id := seedHistory(b, e, n)
-		d := e.start("--control-socket", "--resume", id)
-		token, err := registry.ReadToken(d.desc.TokenPath)
+		d := e.Start("--control-socket", "--resume", id)
+		token, err := registry.ReadToken(d.Desc.TokenPath)
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -61,7 +62,7 @@ func BenchmarkAttachWithHistory(b *testing.B) {
 				var read int64
 				for range b.N {
 					start := time.Now()
-					n, err := c.attach(d.desc.SocketPath, token)
+					n, err := c.attach(d.Desc.SocketPath, token)
 					if err != nil {
 						b.Fatal(err)
 					}
@@ -78,7 +79,7 @@ func BenchmarkAttachWithHistory(b *testing.B) {
 				}
 			})
 		}
-		d.stop()
+		d.Stop()
 	}
 }
 
@@ -108,9 +109,9 @@ func attachRaw(path, token string, buf []byte) (int64, error) {
 // seedHistory saves a session with n transcript lines over 64 agents, 200
 // conversation entries and 500 hub events in e's fleet home, and returns
 // its id.
-func seedHistory(b *testing.B, e *env, n int) string {
+func seedHistory(b *testing.B, e *e2etest.Env, n int) string {
 	b.Helper()
-	dir := filepath.Join(e.home, "state")
+	dir := filepath.Join(e.Home, "state")
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		b.Fatal(err)
 	}
@@ -121,7 +122,7 @@ func seedHistory(b *testing.B, e *env, n int) string {
 	ctx := context.Background()
 	id := fmt.Sprintf("%016x", n)
 	now := time.Now().UnixMilli()
-	if err := st.CreateSession(ctx, store.Session{ID: id, Name: "history", Cwd: e.cwd, Provider: "local",
+	if err := st.CreateSession(ctx, store.Session{ID: id, Name: "history", Cwd: e.Dir, Provider: "local",
 		Model: "local", Mode: store.ModeLegacy, StartedAt: now, LastActive: now}); err != nil {
 		b.Fatal(err)
 	}

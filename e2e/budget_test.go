@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/agents-fleet/fleet/client"
+	"github.com/agents-fleet/fleet/e2e/e2etest"
 	"github.com/agents-fleet/fleet/internal/modelmock"
 	"github.com/agents-fleet/fleet/internal/testwait"
 	"github.com/agents-fleet/fleet/protocol"
@@ -42,10 +43,10 @@ func budgetScript() modelmock.Script {
 }
 
 // newBudgetEnv is newAgentEnv for claude with config.json's budgets set.
-func newBudgetEnv(t *testing.T, budgets map[string]any) *agentEnv {
+func newBudgetEnv(t *testing.T, budgets map[string]any) *e2etest.AgentEnv {
 	t.Helper()
-	ae := newAgentEnv(t, "claude", budgetScript())
-	path := filepath.Join(ae.home, "config.json")
+	ae := e2etest.NewAgentEnv(t, "claude", budgetScript())
+	path := filepath.Join(ae.Home, "config.json")
 	b, err := os.ReadFile(path)
 	if err != nil {
 		t.Fatal(err)
@@ -64,12 +65,12 @@ func newBudgetEnv(t *testing.T, budgets map[string]any) *agentEnv {
 	return ae
 }
 
-// answering waits like waitLong and allows the first step's shell call
+// answering waits like WaitLong and allows the first step's shell call
 // on the way, setting *asked. The second step's is never answered: only
 // the budget's interrupt can end that turn (see budgetScript).
-func answering(s *stream, c *client.Conn, asked *bool, what string, pred func(protocol.Message) bool) protocol.Message {
-	s.t.Helper()
-	return s.waitLong(what, func(m protocol.Message) bool {
+func answering(s *e2etest.Stream, c *client.Conn, asked *bool, what string, pred func(protocol.Message) bool) protocol.Message {
+	s.T.Helper()
+	return s.WaitLong(what, func(m protocol.Message) bool {
 		if a, ok := m.(*protocol.AskRequest); ok && strings.Contains(a.Question, "step-one") {
 			*asked = true
 			c.Send(&protocol.AskResponse{ID: a.ID, Text: "allow"})
@@ -83,12 +84,12 @@ func answering(s *stream, c *client.Conn, asked *bool, what string, pred func(pr
 // or when the CLI ran the first step's shell call without asking: then it
 // would not wait for the second's either, and the test would race the
 // fleet's interrupt (see budgetScript).
-func cutShort(t *testing.T, ae *agentEnv, asked bool) {
+func cutShort(t *testing.T, ae *e2etest.AgentEnv, asked bool) {
 	t.Helper()
 	if !asked {
 		t.Fatal("the CLI ran the first step's shell call without asking the operator; the script's calls must need approval")
 	}
-	for _, r := range ae.mock.Requests() {
+	for _, r := range ae.Mock.Requests() {
 		if r.Rule == "work" && r.Turn >= 2 {
 			t.Fatalf("the turn went on past the budget: request %d of the turn was made", r.Turn+1)
 		}
@@ -115,10 +116,10 @@ func TestClaudeWorkerTokenBudget(t *testing.T) {
 		}
 		t.Run(name, func(t *testing.T) {
 			ae := newBudgetEnv(t, map[string]any{"workerTokens": 500})
-			d := ae.start("--control-socket", "--provider", "claude")
-			s := watch(t, d.dial(protocol.ClientOther, "w"))
-			c := d.dial(protocol.ClientOther, "op")
-			s.waitFor("replayEnd", isType(protocol.TypeReplayEnd))
+			d := ae.Start("--control-socket", "--provider", "claude")
+			s := e2etest.Watch(t, d.Dial(protocol.ClientOther, "w"))
+			c := d.Dial(protocol.ClientOther, "op")
+			s.WaitFor("replayEnd", e2etest.IsType(protocol.TypeReplayEnd))
 			c.Send(&protocol.Prompt{Text: "/spawn budget-work: do the steps"})
 
 			warn := "w1 used 80% of its token budget (400 of 500 tokens)"
@@ -161,7 +162,7 @@ func TestClaudeWorkerTokenBudget(t *testing.T) {
 				if settled.Kind != protocol.HubFailed || !strings.Contains(settled.Text, "token budget exhausted (") {
 					t.Fatalf("after a deny: %s %q", settled.Kind, settled.Text)
 				}
-				d.stop()
+				d.Stop()
 				return
 			}
 			if settled.Kind != protocol.HubCompleted {
@@ -169,7 +170,7 @@ func TestClaudeWorkerTokenBudget(t *testing.T) {
 			}
 			// The continuation was a turn of the same conversation.
 			resumed := false
-			for _, r := range ae.mock.Requests() {
+			for _, r := range ae.Mock.Requests() {
 				if r.Rule == "continue" && strings.Contains(string(r.Body), "step-one") {
 					resumed = true
 				}
@@ -178,14 +179,14 @@ func TestClaudeWorkerTokenBudget(t *testing.T) {
 				t.Fatal("the continuation did not carry the worker's conversation")
 			}
 			c.Send(&protocol.Prompt{Text: "/budget"})
-			rep := s.waitLong("the /budget report", func(m protocol.Message) bool {
+			rep := s.WaitLong("the /budget report", func(m protocol.Message) bool {
 				r, ok := m.(*protocol.Reply)
 				return ok && strings.HasPrefix(r.Text, "Token budgets")
 			}).(*protocol.Reply)
 			if !strings.Contains(rep.Text, "workers' default budget: 500 tokens") {
 				t.Fatalf("/budget: %q", rep.Text)
 			}
-			d.stop()
+			d.Stop()
 		})
 	}
 }
@@ -195,10 +196,10 @@ func TestClaudeWorkerTokenBudget(t *testing.T) {
 // lets the worker go on in the same session.
 func TestClaudeNativeTokenBudgetHold(t *testing.T) {
 	ae := newBudgetEnv(t, map[string]any{"workerTokens": 500})
-	d := ae.start("--control-socket", "--provider", "claude", "--native-root")
-	s := watch(t, d.dial(protocol.ClientOther, "w"))
-	c := d.dial(protocol.ClientOther, "op")
-	s.waitFor("replayEnd", isType(protocol.TypeReplayEnd))
+	d := ae.Start("--control-socket", "--provider", "claude", "--native-root")
+	s := e2etest.Watch(t, d.Dial(protocol.ClientOther, "w"))
+	c := d.Dial(protocol.ClientOther, "op")
+	s.WaitFor("replayEnd", e2etest.IsType(protocol.TypeReplayEnd))
 	c.Send(&protocol.Prompt{Text: "/spawn budget-work: do the steps"})
 	asked := false
 	answering(s, c, &asked, "the hold's reply", func(m protocol.Message) bool {
@@ -211,7 +212,7 @@ func TestClaudeNativeTokenBudgetHold(t *testing.T) {
 	var root, hash string
 	var rev float64
 	testwait.For(t, time.Minute, "a budget hold in fleet root status", func() bool {
-		st, _ := ae.rootJSON("status")
+		st, _ := rootJSON(ae.Env, "status")
 		r, _ := st["root"].(map[string]any)
 		holds, _ := r["holds"].([]any)
 		for _, x := range holds {
@@ -222,7 +223,7 @@ func TestClaudeNativeTokenBudgetHold(t *testing.T) {
 		}
 		return hash != ""
 	})
-	if res, code := ae.rootJSON("release", root, "--hold-hash", hash, "--operation-id", "op-budget", "--revision", strconv.Itoa(int(rev))); code != 0 || res["kind"] != "receipt" {
+	if res, code := rootJSON(ae.Env, "release", root, "--hold-hash", hash, "--operation-id", "op-budget", "--revision", strconv.Itoa(int(rev))); code != 0 || res["kind"] != "receipt" {
 		t.Fatalf("release: %d %v", code, res)
 	}
 	done := answering(s, c, &asked, "w1 settles", func(m protocol.Message) bool {
@@ -234,11 +235,11 @@ func TestClaudeNativeTokenBudgetHold(t *testing.T) {
 	}
 	cutShort(t, ae, asked)
 	continued := false
-	for _, r := range ae.mock.Requests() {
+	for _, r := range ae.Mock.Requests() {
 		continued = continued || (r.Rule == "continue" && strings.Contains(string(r.Body), "step-one"))
 	}
 	if !continued {
 		t.Fatal("the worker did not continue its conversation after the release")
 	}
-	d.stop()
+	d.Stop()
 }

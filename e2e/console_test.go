@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agents-fleet/fleet/e2e/e2etest"
 	"github.com/agents-fleet/fleet/internal/testwait"
 )
 
@@ -28,9 +29,9 @@ const consoleWait = 60 * time.Second // generous: CI runs the race detector besi
 
 // startConsole runs `fleet console args...` in a WxH tmux window with e's
 // environment.
-func startConsole(t *testing.T, e *env, w, h int, args ...string) *tmuxConsole {
+func startConsole(t *testing.T, e *e2etest.Env, w, h int, args ...string) *tmuxConsole {
 	t.Helper()
-	requireTool(t, "tmux")
+	e2etest.RequireTool(t, "tmux")
 	// Not t.TempDir: the tmux server and the console may still be writing
 	// there while they exit, after kill-server returned.
 	dir, err := os.MkdirTemp("", "tmuxc")
@@ -40,7 +41,7 @@ func startConsole(t *testing.T, e *env, w, h int, args ...string) *tmuxConsole {
 	c := &tmuxConsole{t: t, socket: filepath.Join(dir, "tmux.sock"), name: "console"}
 	c.log = filepath.Join(dir, "console.stderr")
 	var envs []string
-	for _, kv := range e.environ() {
+	for _, kv := range e.Environ() {
 		if strings.HasPrefix(kv, "AGENTS_FLEET_") || strings.HasPrefix(kv, "PATH=") || strings.HasPrefix(kv, "HOME=") || strings.HasPrefix(kv, "NO_COLOR=") {
 			envs = append(envs, kv)
 		}
@@ -50,13 +51,13 @@ func startConsole(t *testing.T, e *env, w, h int, args ...string) *tmuxConsole {
 	for _, kv := range envs {
 		cmdline += " " + shellQuote(kv)
 	}
-	cmdline += " " + shellQuote(fleetBin) + " console"
+	cmdline += " " + shellQuote(e2etest.Bin()) + " console"
 	for _, a := range args {
 		cmdline += " " + shellQuote(a)
 	}
 	cmdline += " 2>" + shellQuote(c.log) + "; echo CONSOLE-EXITED $?; sleep 600"
 	out, err := exec.Command("tmux", "-S", c.socket, "-f", "/dev/null", "new-session", "-d", "-s", c.name,
-		"-x", fmt.Sprint(w), "-y", fmt.Sprint(h), "-c", e.cwd, cmdline).CombinedOutput()
+		"-x", fmt.Sprint(w), "-y", fmt.Sprint(h), "-c", e.Dir, cmdline).CombinedOutput()
 	if err != nil {
 		t.Fatalf("tmux new-session: %v\n%s", err, out)
 	}
@@ -140,12 +141,12 @@ func (c *tmuxConsole) waitText(sub string) string {
 // diff, merge it, pause dispatch, switch to the other fleet and answer its
 // question, and survive that fleet's restart without duplicated history.
 func TestConsoleOperatesFleetsInTmux(t *testing.T) {
-	ae := newAgentEnv(t, "claude", coordinatorScript())
-	agents := ae.start("--control-socket", "--provider", "claude", "--name", "agents")
-	le := &env{t: t, home: ae.home, cwd: t.TempDir()}
-	le.gitRepo()
-	shell := le.start("--control-socket", "--name", "shell")
-	c := startConsole(t, ae.env, 110, 32, "agents")
+	ae := e2etest.NewAgentEnv(t, "claude", coordinatorScript())
+	agents := ae.Start("--control-socket", "--provider", "claude", "--name", "agents")
+	le := &e2etest.Env{T: t, Home: ae.Home, Dir: t.TempDir()}
+	le.GitRepo()
+	shell := le.Start("--control-socket", "--name", "shell")
+	c := startConsole(t, ae.Env, 110, 32, "agents")
 	c.waitText("fleet agents")
 
 	// A prompt for the coordinator, from the prompt line.
@@ -200,7 +201,7 @@ func TestConsoleOperatesFleetsInTmux(t *testing.T) {
 	c.keys("y")
 	c.keys("6")
 	c.waitText("console: fleet apply")
-	if b, err := os.ReadFile(filepath.Join(ae.cwd, "bye.txt")); err != nil || string(b) != "bye\n" {
+	if b, err := os.ReadFile(filepath.Join(ae.Dir, "bye.txt")); err != nil || string(b) != "bye\n" {
 		t.Errorf("after apply the work tree's bye.txt is %q (%v)", b, err)
 	}
 	// Pause dispatch.
@@ -245,9 +246,9 @@ func TestConsoleOperatesFleetsInTmux(t *testing.T) {
 	// The shell fleet restarts (same session): the console follows it and
 	// the history comes back once, through the replay.
 	session := sessionOf(t, shell)
-	shell.stop()
+	shell.Stop()
 	c.waitText("RECONNECTING")
-	shell2 := le.start("--control-socket", "--name", "shell", "--resume", session)
+	shell2 := le.Start("--control-socket", "--name", "shell", "--resume", session)
 	c.waitScreen("re-attached", func(s string) bool {
 		return strings.Contains(s, "fleet shell") && !strings.Contains(s, "RECONNECTING")
 	})
@@ -258,46 +259,46 @@ func TestConsoleOperatesFleetsInTmux(t *testing.T) {
 	}
 	// Stopped cleanly, so the agent CLIs end with them before the test's
 	// folders are removed.
-	shell2.stop()
-	agents.stop()
+	shell2.Stop()
+	agents.Stop()
 }
 
 // sessionOf reads the session id from a fleet's log.
-func sessionOf(t *testing.T, d *daemon) string {
+func sessionOf(t *testing.T, d *e2etest.Daemon) string {
 	t.Helper()
-	for _, kv := range strings.Fields(d.stderr.String()) {
+	for _, kv := range strings.Fields(d.Stderr.String()) {
 		if s, ok := strings.CutPrefix(kv, "session="); ok {
 			return s
 		}
 	}
-	t.Fatalf("no session id in the fleet's log:\n%s", d.stderr)
+	t.Fatalf("no session id in the fleet's log:\n%s", d.Stderr)
 	return ""
 }
 
 // interrupt stops d as Ctrl-C in its terminal would (SIGINT) and waits for
 // a clean exit.
-func interrupt(t *testing.T, d *daemon) {
+func interrupt(t *testing.T, d *e2etest.Daemon) {
 	t.Helper()
-	d.cmd.Process.Signal(os.Interrupt)
+	d.Cmd.Process.Signal(os.Interrupt)
 	select {
-	case <-d.done:
-		if d.err != nil {
-			t.Fatalf("fleet exited with %v\n%s", d.err, d.stderr)
+	case <-d.Done:
+		if d.Err != nil {
+			t.Fatalf("fleet exited with %v\n%s", d.Err, d.Stderr)
 		}
 	case <-time.After(30 * time.Second):
-		t.Fatalf("fleet did not stop on SIGINT\n%s", d.stderr)
+		t.Fatalf("fleet did not stop on SIGINT\n%s", d.Stderr)
 	}
 }
 
 // repoEnv is a fleet home and a git repository named repo3 to run in.
-func repoEnv(t *testing.T) *env {
+func repoEnv(t *testing.T) *e2etest.Env {
 	t.Helper()
-	e := newEnv(t)
-	e.cwd = filepath.Join(t.TempDir(), "repo3")
-	if err := os.Mkdir(e.cwd, 0o755); err != nil {
+	e := e2etest.NewEnv(t)
+	e.Dir = filepath.Join(t.TempDir(), "repo3")
+	if err := os.Mkdir(e.Dir, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	e.gitRepo()
+	e.GitRepo()
 	return e
 }
 
@@ -307,7 +308,7 @@ func repoEnv(t *testing.T) *env {
 // table.
 func TestConsoleDiffPaneInTmux(t *testing.T) {
 	e := repoEnv(t)
-	f := e.start("--control-socket")
+	f := e.Start("--control-socket")
 	c := startConsole(t, e, 100, 30)
 	c.waitText("fleet repo3")
 	c.submit("$ printf 'hello\\n' > hello.txt")
@@ -342,9 +343,9 @@ func TestConsoleDiffPaneInTmux(t *testing.T) {
 func TestConsoleFollowsRestartedFleetInTmux(t *testing.T) {
 	e := repoEnv(t)
 	// Another fleet, elsewhere, listed first.
-	oe := &env{t: t, home: e.home, cwd: t.TempDir()}
-	other := oe.start("--control-socket", "--name", "other")
-	f := e.start("--control-socket")
+	oe := &e2etest.Env{T: t, Home: e.Home, Dir: t.TempDir()}
+	other := oe.Start("--control-socket", "--name", "other")
+	f := e.Start("--control-socket")
 	c := startConsole(t, e, 100, 30, "repo3")
 	sid := sessionOf(t, f)
 	c.waitText("session " + sid[:8])
@@ -368,7 +369,7 @@ func TestConsoleFollowsRestartedFleetInTmux(t *testing.T) {
 
 	// Stopped, and a new fleet without --resume: a new session.
 	stopped()
-	f = e.start("--control-socket")
+	f = e.Start("--control-socket")
 	sid2 := sessionOf(t, f)
 	took := attached("the new fleet attached", sid2)
 	t.Logf("new fleet (no --resume): attached %v after its descriptor appeared", took)
@@ -380,7 +381,7 @@ func TestConsoleFollowsRestartedFleetInTmux(t *testing.T) {
 
 	// Stopped, and started again with --resume: the same session.
 	stopped()
-	f = e.start("--control-socket", "--resume", sid2)
+	f = e.Start("--control-socket", "--resume", sid2)
 	took2 := attached("the resumed fleet attached", sid2)
 	t.Logf("resumed fleet: attached %v after its descriptor appeared", took2)
 	c.keys("6")

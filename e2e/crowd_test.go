@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agents-fleet/fleet/e2e/e2etest"
 	"github.com/agents-fleet/fleet/internal/testwait"
 	"github.com/agents-fleet/fleet/protocol"
 	"github.com/agents-fleet/fleet/registry"
@@ -64,12 +65,12 @@ func rawAttach(path, token, name string) (net.Conn, *protocol.Reader, error) {
 // Only the stalled client is meant to run into the bounds; a healthy one
 // that does is a failure that names what the fleet did to it.
 func crowd(t *testing.T, limits, wantReason string, n, lines int) {
-	e := newEnv(t)
-	os.WriteFile(filepath.Join(e.home, "config.json"), []byte(limits), 0o600)
-	d := e.start("--control-socket")
-	token, _ := registry.ReadToken(d.desc.TokenPath)
+	e := e2etest.NewEnv(t)
+	os.WriteFile(filepath.Join(e.Home, "config.json"), []byte(limits), 0o600)
+	d := e.Start("--control-socket")
+	token, _ := registry.ReadToken(d.Desc.TokenPath)
 
-	stalled, _, err := rawAttach(d.desc.SocketPath, token, "stalled")
+	stalled, _, err := rawAttach(d.Desc.SocketPath, token, "stalled")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -91,7 +92,7 @@ func crowd(t *testing.T, limits, wantReason string, n, lines int) {
 			defer wg.Done()
 			sem <- struct{}{}
 			defer func() { <-sem }()
-			c, r, err := rawAttach(d.desc.SocketPath, token, fmt.Sprint("h", i))
+			c, r, err := rawAttach(d.Desc.SocketPath, token, fmt.Sprint("h", i))
 			if err != nil {
 				errs <- err
 				return
@@ -175,22 +176,22 @@ func crowd(t *testing.T, limits, wantReason string, n, lines int) {
 	t.Logf("%d clients read %d lines each in %s; the longest wait for a frame was %s",
 		n, lines, time.Since(start).Round(time.Millisecond), time.Duration(maxGap.Load()).Round(time.Millisecond))
 	for f := range failures {
-		t.Fatalf("%s\nfleet log:\n%s", f, evictions(d.stderr.String()))
+		t.Fatalf("%s\nfleet log:\n%s", f, evictions(d.Stderr.String()))
 	}
 	// The fleet may still be writing to the stalled client when the last
 	// healthy one is done: wait for its eviction, bounded by the write
 	// deadline the limits set (plus the stall grace before the flood
 	// passes it).
-	if !testwait.Until(2*time.Minute, func() bool { return strings.Contains(d.stderr.String(), wantReason) }) {
-		t.Fatalf("stalled client not evicted with %q:\n%s", wantReason, d.stderr)
+	if !testwait.Until(2*time.Minute, func() bool { return strings.Contains(d.Stderr.String(), wantReason) }) {
+		t.Fatalf("stalled client not evicted with %q:\n%s", wantReason, d.Stderr)
 	}
-	for _, l := range strings.Split(evictions(d.stderr.String()), "\n") {
+	for _, l := range strings.Split(evictions(d.Stderr.String()), "\n") {
 		if strings.Contains(l, "slow consumer evicted") && !strings.Contains(l, "name=stalled ") {
 			t.Errorf("a healthy client was evicted: %s", l)
 		}
 	}
-	d.cmd.Process.Signal(syscall.SIGTERM)
-	<-d.done
+	d.Cmd.Process.Signal(syscall.SIGTERM)
+	<-d.Done
 }
 
 // crowdLimits are the limits for a thousand readers in one process on a
@@ -228,7 +229,7 @@ func TestThousandClientsOneStalledEvictedByDeadline(t *testing.T) {
 // minutes for it. 1,500 lines still carry the stalled client well past its
 // socket buffer and queue bound (32 KiB + 256 KiB).
 func crowdLines(n int) int {
-	if raceEnabled {
+	if e2etest.Race {
 		return n * 3 / 8
 	}
 	return n

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/agents-fleet/fleet/e2e/e2etest"
 	"github.com/agents-fleet/fleet/intel"
 )
 
@@ -51,27 +52,27 @@ type experimentJSON struct {
 
 // writeFile writes an experiment file outside the repository (so the
 // samples' worktrees, made from HEAD, are what the task finds).
-func (e *env) writeExperiment(body string) string {
-	e.t.Helper()
-	path := filepath.Join(e.t.TempDir(), "experiment.json")
+func writeExperiment(e *e2etest.Env, body string) string {
+	e.T.Helper()
+	path := filepath.Join(e.T.TempDir(), "experiment.json")
 	if err := os.WriteFile(path, []byte(body), 0o600); err != nil {
-		e.t.Fatal(err)
+		e.T.Fatal(err)
 	}
 	return path
 }
 
 // noSampleLeftovers fails unless the repository has only its own work tree
 // and no fleet/exp-* branch, and the experiments' worktree roots are gone.
-func (e *env) noSampleLeftovers(stderr string) {
-	e.t.Helper()
-	if wl := gitIn(e.t, e.cwd, "worktree", "list"); strings.Count(wl, "\n") != 0 {
-		e.t.Fatalf("worktrees left:\n%s\nthe run's stderr:\n%s", wl, stderr)
+func noSampleLeftovers(e *e2etest.Env, stderr string) {
+	e.T.Helper()
+	if wl := gitIn(e.T, e.Dir, "worktree", "list"); strings.Count(wl, "\n") != 0 {
+		e.T.Fatalf("worktrees left:\n%s\nthe run's stderr:\n%s", wl, stderr)
 	}
-	if b := gitIn(e.t, e.cwd, "branch", "--list", "fleet/*"); b != "" {
-		e.t.Fatalf("branches left: %s", b)
+	if b := gitIn(e.T, e.Dir, "branch", "--list", "fleet/*"); b != "" {
+		e.T.Fatalf("branches left: %s", b)
 	}
-	if ents, _ := os.ReadDir(filepath.Join(e.home, "worktrees")); len(ents) != 0 {
-		e.t.Fatalf("worktree roots left: %v", ents)
+	if ents, _ := os.ReadDir(filepath.Join(e.Home, "worktrees")); len(ents) != 0 {
+		e.T.Fatalf("worktree roots left: %v", ents)
 	}
 }
 
@@ -92,18 +93,18 @@ func near(got, want float64) bool { return math.Abs(got-want) <= 1e-4*math.Abs(w
 // ran in its own worktree, all gone afterwards, and the run is in the
 // intel store; running it again adds a second run.
 func TestExperimentClearWinner(t *testing.T) {
-	e := newEnv(t)
-	e.gitRepo()
-	path := e.writeExperiment(`{
+	e := e2etest.NewEnv(t)
+	e.GitRepo()
+	path := writeExperiment(e, `{
 		"id": "flaky-check",
 		"name": "Flaky check",
 		"hypothesis": "control passes more often",
 		"tasks": ["test ! -e greeting.txt && printf 'hello\\n' > greeting.txt"],
-		"check": "` + checkEvenFails("flaky") + `",
+		"check": "`+checkEvenFails("flaky")+`",
 		"samples": 10,
 		"variants": [{"name": "control", "provider": "local"}, {"name": "flaky", "provider": "local"}]
 	}`)
-	stdout, stderr, code := e.fleet("", "experiment", "run", path, "--json", "--parallel", "3")
+	stdout, stderr, code := e.Fleet("", "experiment", "run", path, "--json", "--parallel", "3")
 	if code != 0 {
 		t.Fatalf("exit %d\n%s", code, stderr)
 	}
@@ -131,16 +132,16 @@ func TestExperimentClearWinner(t *testing.T) {
 		strings.Join(r.Compared, ",") != "control,flaky" {
 		t.Fatalf("decision: winner %q, p %v, compared %v, test %q", r.Winner, r.PValue, r.Compared, r.Test)
 	}
-	e.noSampleLeftovers(stderr)
+	noSampleLeftovers(e, stderr)
 
 	// A second run, in text this time.
-	stdout, stderr, code = e.fleet("", "experiment", "run", path)
+	stdout, stderr, code = e.Fleet("", "experiment", "run", path)
 	if code != 0 || !strings.Contains(stdout, "Winner: control (p = 0.03251)") || !strings.Contains(stdout, "flaky    local     10       5       50.0%") {
 		t.Fatalf("exit %d\nstdout:\n%s\nstderr:\n%s", code, stdout, stderr)
 	}
-	e.noSampleLeftovers(stderr)
+	noSampleLeftovers(e, stderr)
 
-	st, err := intel.Open(intel.DefaultPath(e.home))
+	st, err := intel.Open(intel.DefaultPath(e.Home))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -163,16 +164,16 @@ func TestExperimentClearWinner(t *testing.T) {
 // Both arms pass exactly half the time: a tie for the highest rate, no
 // winner, p = 1.
 func TestExperimentNoWinner(t *testing.T) {
-	e := newEnv(t)
-	e.gitRepo()
-	path := e.writeExperiment(`{
+	e := e2etest.NewEnv(t)
+	e.GitRepo()
+	path := writeExperiment(e, `{
 		"name": "Coin",
 		"tasks": ["printf 'hello\\n' > greeting.txt"],
-		"check": "` + checkEvenFails("a", "b") + `",
+		"check": "`+checkEvenFails("a", "b")+`",
 		"samples": 10,
 		"variants": [{"name": "a", "provider": "local"}, {"name": "b", "provider": "local", "prompt": "{task} && true"}]
 	}`)
-	stdout, stderr, code := e.fleet("", "experiment", "run", path, "--json")
+	stdout, stderr, code := e.Fleet("", "experiment", "run", path, "--json")
 	if code != 0 {
 		t.Fatalf("exit %d\n%s", code, stderr)
 	}
@@ -185,10 +186,10 @@ func TestExperimentNoWinner(t *testing.T) {
 		r.Variants[1].Lift == nil || *r.Variants[1].Lift != 0 || r.Winner != "" || r.PValue == nil || *r.PValue != 1 {
 		t.Fatalf("run: %+v", r)
 	}
-	e.noSampleLeftovers(stderr)
-	stdout, _, code = e.fleet("", "experiment", "run", path)
+	noSampleLeftovers(e, stderr)
+	stdout, _, code = e.Fleet("", "experiment", "run", path)
 	if code != 0 || !strings.Contains(stdout, "No winner: the data cannot tell (p = 1): a and b tie for the highest pass rate (50.0%)") {
 		t.Fatalf("exit %d\n%s", code, stdout)
 	}
-	e.noSampleLeftovers(stderr)
+	noSampleLeftovers(e, stderr)
 }

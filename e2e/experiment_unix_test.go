@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agents-fleet/fleet/e2e/e2etest"
 	"github.com/agents-fleet/fleet/internal/testwait"
 )
 
@@ -20,19 +21,19 @@ import (
 // and the command says it was interrupted. Unix-only: the interrupt is a
 // SIGINT, and kill(pid, 0) tells that the task processes are gone.
 func TestExperimentInterrupted(t *testing.T) {
-	e := newEnv(t)
-	e.gitRepo()
+	e := e2etest.NewEnv(t)
+	e.GitRepo()
 	marks := t.TempDir()
-	path := e.writeExperiment(`{
+	path := writeExperiment(e, `{
 		"name": "Interrupted",
-		"tasks": ["echo $$ > ` + marks + `/$FLEET_EXPERIMENT_VARIANT; exec sleep 60"],
+		"tasks": ["echo $$ > `+marks+`/$FLEET_EXPERIMENT_VARIANT; exec sleep 60"],
 		"check": "true",
 		"samples": 3,
 		"variants": [{"name": "a", "provider": "local"}, {"name": "b", "provider": "local"}]
 	}`)
-	cmd := exec.Command(fleetBin, "experiment", "run", path, "--parallel", "2")
-	cmd.Dir, cmd.Env = e.cwd, e.environ()
-	var stderr syncBuffer
+	cmd := exec.Command(e2etest.Bin(), "experiment", "run", path, "--parallel", "2")
+	cmd.Dir, cmd.Env = e.Dir, e.Environ()
+	var stderr e2etest.Buffer
 	cmd.Stderr = &stderr
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -70,5 +71,5 @@ func TestExperimentInterrupted(t *testing.T) {
 			t.Errorf("task process %d is still there: %v", pid, err)
 		}
 	}
-	e.noSampleLeftovers(stderr.String())
+	noSampleLeftovers(e, stderr.String())
 }

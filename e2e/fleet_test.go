@@ -5,7 +5,6 @@ package e2e
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -14,367 +13,81 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"slices"
 	"strings"
-	"sync"
-	"syscall"
 	"testing"
 	"time"
 
-	"github.com/agents-fleet/fleet/cli"
 	"github.com/agents-fleet/fleet/client"
-	"github.com/agents-fleet/fleet/internal/testwait"
+	"github.com/agents-fleet/fleet/e2e/e2etest"
 	"github.com/agents-fleet/fleet/protocol"
 	"github.com/agents-fleet/fleet/registry"
 )
 
-var fleetBin string
-
-// The binary is built from cmd/fleet, which is package cli and what it
-// imports. Importing cli here puts all of it into this test's build inputs,
-// so `go test` does not reuse a cached result after the code changed.
-var _ = cli.Version
-
-func TestMain(m *testing.M) {
-	dir, err := os.MkdirTemp("", "fleet-e2e")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	fleetBin = filepath.Join(dir, "fleet")
-	build := exec.Command("go", "build", "-o", fleetBin, "../cmd/fleet")
-	build.Stdout, build.Stderr = os.Stdout, os.Stderr
-	if err := build.Run(); err != nil {
-		fmt.Fprintln(os.Stderr, "build fleet:", err)
-		os.Exit(1)
-	}
-	code := m.Run()
-	os.RemoveAll(dir)
-	os.Exit(code)
-}
-
-// requireTool fails under CI (which must install it) and skips elsewhere.
-func requireTool(t testing.TB, name string) {
-	t.Helper()
-	if _, err := exec.LookPath(name); err != nil {
-		if os.Getenv("CI") != "" {
-			t.Fatalf("%s is not installed; .ci/run must install it", name)
-		}
-		t.Skipf("%s is not installed", name)
-	}
-}
-
-// env is an isolated fleet home and a working directory.
-type env struct {
-	t    testing.TB
-	home string
-	cwd  string
-	// wrap, when set, runs the fleet binary (ip netns exec NS: in a
-	// network namespace).
-	wrap []string
-}
-
-func newEnv(t testing.TB) *env {
-	t.Helper()
-	// Short: the socket path must fit sun_path.
-	home, err := os.MkdirTemp("", "fh")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(home) })
-	if raceEnabled {
-		// Race-instrumented consoles, with other packages' race tests
-		// running beside them, can go unscheduled for longer than the
-		// default stall grace (200 ms), and the fleet then rightly treats
-		// a healthy console as stalled. Tests that write their own
-		// config.json replace this (crowd adds it back).
-		os.WriteFile(filepath.Join(home, "config.json"), []byte(`{"limits": {"stallGraceMs": 5000}}`), 0o600)
-	}
-	return &env{t: t, home: home, cwd: t.TempDir()}
-}
-
-func (e *env) environ() []string {
-	var out []string
-	for _, kv := range os.Environ() {
-		if strings.HasPrefix(kv, "AGENTS_FLEET_") {
-			continue
-		}
-		out = append(out, kv)
-	}
-	return append(out, "AGENTS_FLEET_HOME="+e.home)
-}
-
-// command is the fleet binary with args in e (run by e.wrap when set).
-func (e *env) command(ctx context.Context, args ...string) *exec.Cmd {
-	argv := append(append(slices.Clone(e.wrap), fleetBin), args...)
-	cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
-	cmd.Dir = e.cwd
-	cmd.Env = e.environ()
-	return cmd
-}
-
-// fleet runs the binary to completion.
-func (e *env) fleet(stdin string, args ...string) (stdout, stderr string, code int) {
-	e.t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	cmd := e.command(ctx, args...)
-	cmd.Stdin = strings.NewReader(stdin)
-	var o, s bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &o, &s
-	err := cmd.Run()
-	code = 0
-	if err != nil {
-		ee, ok := err.(*exec.ExitError)
-		if !ok {
-			e.t.Fatalf("fleet %v: %v", args, err)
-		}
-		code = ee.ExitCode()
-	}
-	return o.String(), s.String(), code
-}
-
-// daemon is a running `fleet run` (or another long-running command: spawn).
-type daemon struct {
-	t      testing.TB
-	cmd    *exec.Cmd
-	stderr *syncBuffer
-	desc   registry.Descriptor
-	done   chan struct{} // closed when the process has exited
-	err    error         // its exit error, set before done closes
-}
-
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-func (s *syncBuffer) String() string { s.mu.Lock(); defer s.mu.Unlock(); return s.b.String() }
-
-// start runs `fleet run --headless args...` and waits for its descriptor.
-func (e *env) start(args ...string) *daemon {
-	e.t.Helper()
-	d := e.spawn(append([]string{"run", "--headless"}, args...)...)
-	e.waitRegistered(d)
-	return d
-}
-
-// spawn starts the binary with args; it is killed, if still running, when
-// the test ends.
-func (e *env) spawn(args ...string) *daemon {
-	e.t.Helper()
-	cmd := e.command(context.Background(), args...)
-	d := &daemon{t: e.t, cmd: cmd, stderr: &syncBuffer{}, done: make(chan struct{})}
-	cmd.Stderr = d.stderr
-	if err := cmd.Start(); err != nil {
-		e.t.Fatal(err)
-	}
-	go func() { d.err = cmd.Wait(); close(d.done) }()
-	e.t.Cleanup(func() {
-		select {
-		case <-d.done:
-		default:
-			cmd.Process.Kill()
-			<-d.done
-		}
-	})
-	return d
-}
-
-// waitRegistered waits for the descriptor of d's process (which the test
-// started itself) to appear in e's registry, and records it in d.desc.
-func (e *env) waitRegistered(d *daemon) {
-	e.t.Helper()
-	regDir := filepath.Join(e.home, "sockets")
-	if !testwait.Until(testwait.Bound, func() bool {
-		entries, _ := registry.Live(regDir)
-		for _, en := range entries {
-			if en.PID == d.cmd.Process.Pid {
-				d.desc = en.Descriptor
-				return true
-			}
-		}
-		select {
-		case <-d.done:
-			e.t.Fatalf("fleet exited before registering: %v\n%s", d.err, d.stderr)
-		default:
-		}
-		return false
-	}) {
-		e.t.Fatalf("no descriptor after %v\n%s", testwait.Bound, d.stderr)
-	}
-}
-
-// waitAttached waits until the fleet logged that a client called name
-// attached: what it broadcasts from then on reaches that client live.
-func (d *daemon) waitAttached(name string) {
-	d.t.Helper()
-	if !testwait.Until(time.Minute, func() bool {
-		for _, l := range strings.Split(d.stderr.String(), "\n") {
-			if strings.Contains(l, `msg="client attached"`) && strings.Contains(l, " name="+name+" ") {
-				return true
-			}
-		}
-		return false
-	}) {
-		d.t.Fatalf("no client %q attached within a minute:\n%s", name, d.stderr)
-	}
-}
-
-// stop sends SIGTERM and waits for a clean exit.
-func (d *daemon) stop() {
-	d.t.Helper()
-	d.cmd.Process.Signal(syscall.SIGTERM)
-	select {
-	case <-d.done:
-		if d.err != nil {
-			d.t.Fatalf("fleet exited with %v\n%s", d.err, d.stderr)
-		}
-	case <-time.After(20 * time.Second):
-		d.t.Fatalf("fleet did not stop\n%s", d.stderr)
-	}
-}
-
-func (d *daemon) dial(kind protocol.ClientKind, name string) *client.Conn {
-	d.t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	c, err := client.Dial(ctx, d.desc, client.Options{ClientKind: kind, ClientName: name})
-	if err != nil {
-		d.t.Fatal(err)
-	}
-	d.t.Cleanup(func() { c.Close() })
-	return c
-}
-
-// stream reads a connection on its own goroutine so tests can wait for
-// frames with a deadline.
-type stream struct {
-	t      *testing.T
-	frames chan frame
-}
-
-type frame struct {
-	m      protocol.Message
-	replay bool
-}
-
-func watch(t *testing.T, c *client.Conn) *stream {
-	s := &stream{t: t, frames: make(chan frame, 100000)}
-	go func() {
-		defer close(s.frames)
-		for {
-			m, _, replay, err := c.Next()
-			if err != nil {
-				if _, ok := err.(*client.FrameError); ok {
-					continue
-				}
-				return
-			}
-			s.frames <- frame{m, replay}
-		}
-	}()
-	return s
-}
-
-// waitFor returns the first frame matching pred, failing after 15 s.
-func (s *stream) waitFor(what string, pred func(protocol.Message) bool) protocol.Message {
-	s.t.Helper()
-	return s.waitWithin(15*time.Second, what, pred)
-}
-
-// waitWithin reads frames until one matches pred and returns it, failing
-// when the connection closes or bound passes first. The frames it read
-// before are consumed.
-func (s *stream) waitWithin(bound time.Duration, what string, pred func(protocol.Message) bool) protocol.Message {
-	s.t.Helper()
-	timeout := time.After(bound)
-	for {
-		select {
-		case f, ok := <-s.frames:
-			if !ok {
-				s.t.Fatalf("connection closed while waiting for %s", what)
-			}
-			if pred(f.m) {
-				return f.m
-			}
-		case <-timeout:
-			s.t.Fatalf("timed out after %v waiting for %s", bound, what)
-		}
-	}
-}
-
-func isType(typ string) func(protocol.Message) bool {
-	return func(m protocol.Message) bool { return m.MessageType() == typ }
-}
+// TestMain builds the fleet binary the tests drive.
+func TestMain(m *testing.M) { e2etest.Main(m) }
 
 func TestAskAnsweredBySecondClientWhileThirdWatches(t *testing.T) {
-	e := newEnv(t)
-	d := e.start("--control-socket", "--name", "tour")
-	if d.desc.Name != "tour" || d.desc.HubAttach || d.desc.Cwd != e.cwd {
-		t.Fatalf("descriptor %+v", d.desc)
+	e := e2etest.NewEnv(t)
+	d := e.Start("--control-socket", "--name", "tour")
+	if d.Desc.Name != "tour" || d.Desc.HubAttach || d.Desc.Cwd != e.Dir {
+		t.Fatalf("descriptor %+v", d.Desc)
 	}
-	alice, bob, carol := d.dial(protocol.ClientREPL, "alice"), d.dial(protocol.ClientBot, "bob"), d.dial(protocol.ClientOther, "carol")
-	if w := alice.Welcome(); w.SessionName != "tour" || w.Cwd != e.cwd || len(w.Capabilities) != 3 {
+	alice, bob, carol := d.Dial(protocol.ClientREPL, "alice"), d.Dial(protocol.ClientBot, "bob"), d.Dial(protocol.ClientOther, "carol")
+	if w := alice.Welcome(); w.SessionName != "tour" || w.Cwd != e.Dir || len(w.Capabilities) != 3 {
 		t.Fatalf("welcome %+v", w)
 	}
-	as, bs, cs := watch(t, alice), watch(t, bob), watch(t, carol)
-	for _, s := range []*stream{as, bs, cs} {
-		s.waitFor("replayEnd", isType(protocol.TypeReplayEnd))
+	as, bs, cs := e2etest.Watch(t, alice), e2etest.Watch(t, bob), e2etest.Watch(t, carol)
+	for _, s := range []*e2etest.Stream{as, bs, cs} {
+		s.WaitFor("replayEnd", e2etest.IsType(protocol.TypeReplayEnd))
 	}
 	reqID, err := alice.Prompt(`$ echo '::ask::{"question":"Which env?","choices":["staging","prod"]}'; read env; echo "deploying to $env"`)
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, s := range []*stream{as, bs, cs} {
-		um := s.waitFor("userMessage", isType(protocol.TypeUserMessage)).(*protocol.UserMessage)
+	for _, s := range []*e2etest.Stream{as, bs, cs} {
+		um := s.WaitFor("userMessage", e2etest.IsType(protocol.TypeUserMessage)).(*protocol.UserMessage)
 		if um.RequestID != reqID || um.Source != "alice" {
 			t.Fatalf("echo %+v", um)
 		}
 	}
-	ask := bs.waitFor("askRequest", isType(protocol.TypeAskRequest)).(*protocol.AskRequest)
+	ask := bs.WaitFor("askRequest", e2etest.IsType(protocol.TypeAskRequest)).(*protocol.AskRequest)
 	if err := bob.Answer(ask.ID, "qa"); err != nil {
 		t.Fatal(err)
 	}
-	if msg := bs.waitFor("error", isType(protocol.TypeError)).(*protocol.Error).Message; !strings.Contains(msg, "one of") {
+	if msg := bs.WaitFor("error", e2etest.IsType(protocol.TypeError)).(*protocol.Error).Message; !strings.Contains(msg, "one of") {
 		t.Fatal(msg)
 	}
 	if err := bob.Answer(ask.ID, "prod"); err != nil {
 		t.Fatal(err)
 	}
-	res := cs.waitFor("confirmResolved", isType(protocol.TypeConfirmResolved)).(*protocol.ConfirmResolved)
+	res := cs.WaitFor("confirmResolved", e2etest.IsType(protocol.TypeConfirmResolved)).(*protocol.ConfirmResolved)
 	if res.ID != ask.ID || res.Kind != protocol.KindAsk || res.Reason != protocol.ReasonAnswered || !res.Approved {
 		t.Fatalf("resolved %+v", res)
 	}
-	cs.waitFor("transcript", func(m protocol.Message) bool {
+	cs.WaitFor("transcript", func(m protocol.Message) bool {
 		tr, ok := m.(*protocol.Transcript)
 		return ok && tr.Text == "deploying to prod"
 	})
-	cs.waitFor("completed", func(m protocol.Message) bool {
+	cs.WaitFor("completed", func(m protocol.Message) bool {
 		h, ok := m.(*protocol.HubEvent)
 		return ok && h.Kind == "completed"
 	})
 
 	// A late console gets the history in the documented order.
-	dave := d.dial(protocol.ClientREPL, "dave")
-	ds := watch(t, dave)
+	dave := d.Dial(protocol.ClientREPL, "dave")
+	ds := e2etest.Watch(t, dave)
 	var order []string
 	var hyd *protocol.Hydrate
 	for {
-		f := <-ds.frames
-		if !f.replay {
-			t.Fatalf("live frame %s inside replay", f.m.MessageType())
+		f := <-ds.Frames
+		if !f.Replay {
+			t.Fatalf("live frame %s inside replay", f.Msg.MessageType())
 		}
-		order = append(order, f.m.MessageType())
-		if h, ok := f.m.(*protocol.Hydrate); ok {
+		order = append(order, f.Msg.MessageType())
+		if h, ok := f.Msg.(*protocol.Hydrate); ok {
 			hyd = h
 		}
-		if f.m.MessageType() == protocol.TypeReplayEnd {
+		if f.Msg.MessageType() == protocol.TypeReplayEnd {
 			break
 		}
 	}
@@ -388,28 +101,28 @@ func TestAskAnsweredBySecondClientWhileThirdWatches(t *testing.T) {
 	if !found || len(hyd.Conversation) < 2 || len(hyd.Hub) < 4 {
 		t.Fatalf("hydrate %+v", hyd)
 	}
-	d.stop()
+	d.Stop()
 }
 
 func TestShutdownCancelsRequestsAndRemovesFiles(t *testing.T) {
-	e := newEnv(t)
-	d := e.start("--control-socket")
-	c := d.dial(protocol.ClientREPL, "watcher")
-	s := watch(t, c)
-	s.waitFor("replayEnd", isType(protocol.TypeReplayEnd))
+	e := e2etest.NewEnv(t)
+	d := e.Start("--control-socket")
+	c := d.Dial(protocol.ClientREPL, "watcher")
+	s := e2etest.Watch(t, c)
+	s.WaitFor("replayEnd", e2etest.IsType(protocol.TypeReplayEnd))
 	if _, err := c.Prompt(`$ echo '::confirm::Ship it?'; read ok; sleep 60`); err != nil {
 		t.Fatal(err)
 	}
-	req := s.waitFor("confirmRequest", isType(protocol.TypeConfirmRequest)).(*protocol.ConfirmRequest)
+	req := s.WaitFor("confirmRequest", e2etest.IsType(protocol.TypeConfirmRequest)).(*protocol.ConfirmRequest)
 	// Ctrl-C under `go run` arrives twice (the terminal's and go run's relay):
 	// the second must not cut the clean shutdown short.
-	d.cmd.Process.Signal(os.Interrupt)
-	d.stop()
-	res := s.waitFor("cancelled", isType(protocol.TypeConfirmResolved)).(*protocol.ConfirmResolved)
+	d.Cmd.Process.Signal(os.Interrupt)
+	d.Stop()
+	res := s.WaitFor("cancelled", e2etest.IsType(protocol.TypeConfirmResolved)).(*protocol.ConfirmResolved)
 	if res.ID != req.ID || res.Reason != protocol.ReasonCancelled || res.Approved {
 		t.Fatalf("%+v", res)
 	}
-	for _, p := range []string{d.desc.SocketPath, d.desc.TokenPath, filepath.Join(e.home, "sockets", d.desc.ID+".json")} {
+	for _, p := range []string{d.Desc.SocketPath, d.Desc.TokenPath, filepath.Join(e.Home, "sockets", d.Desc.ID+".json")} {
 		if _, err := os.Stat(p); err == nil {
 			t.Errorf("%s left behind", p)
 		}
@@ -417,16 +130,16 @@ func TestShutdownCancelsRequestsAndRemovesFiles(t *testing.T) {
 }
 
 func TestSocatSpeaksTheProtocol(t *testing.T) {
-	requireTool(t, "socat")
-	e := newEnv(t)
-	d := e.start("--control-socket")
-	token, err := registry.ReadToken(d.desc.TokenPath)
+	e2etest.RequireTool(t, "socat")
+	e := e2etest.NewEnv(t)
+	d := e.Start("--control-socket")
+	token, err := registry.ReadToken(d.Desc.TokenPath)
 	if err != nil {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, "socat", "-t", "2", "-", "UNIX-CONNECT:"+d.desc.SocketPath)
+	cmd := exec.CommandContext(ctx, "socat", "-t", "2", "-", "UNIX-CONNECT:"+d.Desc.SocketPath)
 	in, _ := cmd.StdinPipe()
 	out, _ := cmd.StdoutPipe()
 	if err := cmd.Start(); err != nil {
@@ -464,37 +177,37 @@ func TestSocatSpeaksTheProtocol(t *testing.T) {
 	in.Close()
 	io.Copy(io.Discard, out)
 	cmd.Wait()
-	d.stop()
+	d.Stop()
 }
 
 func TestCommandLineClients(t *testing.T) {
-	e := newEnv(t)
-	d := e.start("--control-socket", "--hub")
-	if !d.desc.HubAttach {
+	e := e2etest.NewEnv(t)
+	d := e.Start("--control-socket", "--hub")
+	if !d.Desc.HubAttach {
 		t.Fatal("--hub did not set hubAttach")
 	}
-	raw, _ := os.ReadFile(filepath.Join(e.home, "sockets", d.desc.ID+".json"))
+	raw, _ := os.ReadFile(filepath.Join(e.Home, "sockets", d.Desc.ID+".json"))
 	var fields map[string]any
 	if err := json.Unmarshal(raw, &fields); err != nil || fields["hubAttach"] != true {
 		t.Fatalf("descriptor %s", raw)
 	}
-	out, errOut, code := e.fleet("", "ls", "--json")
-	if code != 0 || !strings.Contains(out, d.desc.ID) {
+	out, errOut, code := e.Fleet("", "ls", "--json")
+	if code != 0 || !strings.Contains(out, d.Desc.ID) {
 		t.Fatalf("ls: %d %s %s", code, out, errOut)
 	}
 	// events --live --type transcript --count 1, then send a task.
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	ev := exec.CommandContext(ctx, fleetBin, "events", "--live", "--type", "transcript", "--count", "1")
-	ev.Env = e.environ()
-	var evOut syncBuffer
+	ev := exec.CommandContext(ctx, e2etest.Bin(), "events", "--live", "--type", "transcript", "--count", "1")
+	ev.Env = e.Environ()
+	var evOut e2etest.Buffer
 	ev.Stdout = &evOut
 	if err := ev.Start(); err != nil {
 		t.Fatal(err)
 	}
 	// --live skips the replay: the task must print after events attached.
-	d.waitAttached("events")
-	if out, errOut, code := e.fleet("", "send", "$ echo via-send"); code != 0 {
+	d.WaitAttached("events")
+	if out, errOut, code := e.Fleet("", "send", "$ echo via-send"); code != 0 {
 		t.Fatalf("send: %d %s %s", code, out, errOut)
 	}
 	if err := ev.Wait(); err != nil {
@@ -505,69 +218,69 @@ func TestCommandLineClients(t *testing.T) {
 		t.Fatalf("events printed %q", evOut.String())
 	}
 	// send surfaces the server's error.
-	if _, errOut, code := e.fleet("", "send", "nope-fleet", "hi"); code == 0 || !strings.Contains(errOut, "nope-fleet") {
+	if _, errOut, code := e.Fleet("", "send", "nope-fleet", "hi"); code == 0 || !strings.Contains(errOut, "nope-fleet") {
 		t.Fatalf("send to unknown fleet: %d %s", code, errOut)
 	}
-	d.stop()
-	if out, _, _ := e.fleet("", "ls"); !strings.Contains(out, "no fleets running") {
+	d.Stop()
+	if out, _, _ := e.Fleet("", "ls"); !strings.Contains(out, "no fleets running") {
 		t.Fatalf("ls after stop: %q", out)
 	}
 }
 
 func TestStartupErrors(t *testing.T) {
-	e := newEnv(t)
-	long := filepath.Join(e.home, strings.Repeat("h", 100))
+	e := e2etest.NewEnv(t)
+	long := filepath.Join(e.Home, strings.Repeat("h", 100))
 	os.MkdirAll(long, 0o700)
-	e2 := &env{t: t, home: long, cwd: e.cwd}
-	_, errOut, code := e2.fleet("", "run", "--headless", "--control-socket")
+	e2 := &e2etest.Env{T: t, Home: long, Dir: e.Dir}
+	_, errOut, code := e2.Fleet("", "run", "--headless", "--control-socket")
 	if code == 0 || !strings.Contains(errOut, "limit of 107 bytes") || !strings.Contains(errOut, "AGENTS_FLEET_HOME") {
 		t.Fatalf("long socket path: %d %q", code, errOut)
 	}
-	os.WriteFile(filepath.Join(e.home, "config.json"), []byte(`{"controlSocket": "yes"}`), 0o600)
-	_, errOut, code = e.fleet("", "run", "--headless")
+	os.WriteFile(filepath.Join(e.Home, "config.json"), []byte(`{"controlSocket": "yes"}`), 0o600)
+	_, errOut, code = e.Fleet("", "run", "--headless")
 	if code == 0 || !strings.Contains(errOut, "config.json") || !strings.Contains(errOut, "controlSocket") {
 		t.Fatalf("bad config: %d %q", code, errOut)
 	}
-	os.WriteFile(filepath.Join(e.home, "config.json"), []byte(`{"controlSocket": true,`), 0o600)
-	_, errOut, code = e.fleet("", "run", "--headless")
+	os.WriteFile(filepath.Join(e.Home, "config.json"), []byte(`{"controlSocket": true,`), 0o600)
+	_, errOut, code = e.Fleet("", "run", "--headless")
 	if code == 0 || !strings.Contains(errOut, "line 1") {
 		t.Fatalf("syntax error: %d %q", code, errOut)
 	}
-	os.Remove(filepath.Join(e.home, "config.json"))
-	if _, errOut, code := e.fleet("", "run", "--headless", "--workers", "0"); code == 0 || !strings.Contains(errOut, "workers") {
+	os.Remove(filepath.Join(e.Home, "config.json"))
+	if _, errOut, code := e.Fleet("", "run", "--headless", "--workers", "0"); code == 0 || !strings.Contains(errOut, "workers") {
 		t.Fatalf("--workers 0: %d %q", code, errOut)
 	}
-	if _, errOut, code := e.fleet("", "run", "--headless", "--provider", "bogus"); code == 0 || !strings.Contains(errOut, "local, claude, codex, copilot") {
+	if _, errOut, code := e.Fleet("", "run", "--headless", "--provider", "bogus"); code == 0 || !strings.Contains(errOut, "local, claude, codex, copilot") {
 		t.Fatalf("--provider bogus: %d %q", code, errOut)
 	}
 	// A missing CLI names the npm package and the config key.
-	os.WriteFile(filepath.Join(e.home, "config.json"), []byte(`{"providers": {"claude": {"path": "/nonexistent/claude"}}}`), 0o600)
-	if _, errOut, code := e.fleet("", "run", "--headless", "--provider", "claude"); code == 0 ||
+	os.WriteFile(filepath.Join(e.Home, "config.json"), []byte(`{"providers": {"claude": {"path": "/nonexistent/claude"}}}`), 0o600)
+	if _, errOut, code := e.Fleet("", "run", "--headless", "--provider", "claude"); code == 0 ||
 		!strings.Contains(errOut, "@anthropic-ai/claude-code") || !strings.Contains(errOut, "providers.claude.path") {
 		t.Fatalf("--provider claude without the CLI: %d %q", code, errOut)
 	}
-	os.Remove(filepath.Join(e.home, "config.json"))
+	os.Remove(filepath.Join(e.Home, "config.json"))
 }
 
 // A console that stops reading while a task floods output is evicted; a
 // healthy console gets every line in order and the daemon's memory stays
 // bounded.
 func TestStalledConsoleDuringFlood(t *testing.T) {
-	e := newEnv(t)
-	d := e.start("--control-socket")
-	token, err := registry.ReadToken(d.desc.TokenPath)
+	e := e2etest.NewEnv(t)
+	d := e.Start("--control-socket")
+	token, err := registry.ReadToken(d.Desc.TokenPath)
 	if err != nil {
 		t.Fatal(err)
 	}
 	// The stalled console: a raw connection that says hello and never reads.
-	stalled, err := net.Dial("unix", d.desc.SocketPath)
+	stalled, err := net.Dial("unix", d.Desc.SocketPath)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer stalled.Close()
 	fmt.Fprintf(stalled, `{"type":"hello","token":%q,"clientKind":"other","clientName":"stalled"}`+"\n", token)
 
-	healthy := d.dial(protocol.ClientOther, "healthy")
+	healthy := d.Dial(protocol.ClientOther, "healthy")
 	for {
 		m, _, _, err := healthy.Next()
 		if err != nil {
@@ -602,8 +315,8 @@ func TestStalledConsoleDuringFlood(t *testing.T) {
 	if next <= lines {
 		t.Fatalf("healthy console got %d of %d lines", next-1, lines)
 	}
-	if !strings.Contains(d.stderr.String(), "slow consumer evicted") {
-		t.Fatalf("stalled console not evicted:\n%s", d.stderr)
+	if !strings.Contains(d.Stderr.String(), "slow consumer evicted") {
+		t.Fatalf("stalled console not evicted:\n%s", d.Stderr)
 	}
 	// What the flood added is bounded by the queue bounds (8 MiB each), not
 	// by the 54 MB flood; the daemon's own size (its binary's mapped pages
@@ -614,13 +327,13 @@ func TestStalledConsoleDuringFlood(t *testing.T) {
 		}
 		t.Logf("daemon peak RSS %d KiB, %d KiB over its size before the flood", hwm, hwm-base)
 	}
-	d.stop()
+	d.Stop()
 }
 
 // vmKiB is the field (VmRSS:, VmHWM:) of d's /proc status, in KiB; 0 when
 // unreadable.
-func vmKiB(d *daemon, field string) int {
-	status, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", d.cmd.Process.Pid))
+func vmKiB(d *e2etest.Daemon, field string) int {
+	status, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", d.Cmd.Process.Pid))
 	if err != nil {
 		return 0
 	}
@@ -634,14 +347,14 @@ func vmKiB(d *daemon, field string) int {
 }
 
 func TestConfiguredLimits(t *testing.T) {
-	e := newEnv(t)
-	os.WriteFile(filepath.Join(e.home, "config.json"), []byte(`{"limits": {"maxClients": 2, "helloTimeoutMs": 300}}`), 0o600)
-	d := e.start("--control-socket")
-	d.dial(protocol.ClientOther, "one")
-	d.dial(protocol.ClientOther, "two")
+	e := e2etest.NewEnv(t)
+	os.WriteFile(filepath.Join(e.Home, "config.json"), []byte(`{"limits": {"maxClients": 2, "helloTimeoutMs": 300}}`), 0o600)
+	d := e.Start("--control-socket")
+	d.Dial(protocol.ClientOther, "one")
+	d.Dial(protocol.ClientOther, "two")
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	if _, err := client.Dial(ctx, d.desc, client.Options{ClientKind: protocol.ClientOther}); err == nil || !strings.Contains(err.Error(), "too many clients") {
+	if _, err := client.Dial(ctx, d.Desc, client.Options{ClientKind: protocol.ClientOther}); err == nil || !strings.Contains(err.Error(), "too many clients") {
 		t.Fatalf("third client: %v", err)
 	}
 	// A connection that never says hello is cut after helloTimeoutMs. The
@@ -649,7 +362,7 @@ func TestConfiguredLimits(t *testing.T) {
 	// machine's load, but never before the timeout (start is taken before
 	// the dial, so before the fleet's timer starts).
 	start := time.Now()
-	c, err := net.Dial("unix", d.desc.SocketPath)
+	c, err := net.Dial("unix", d.Desc.SocketPath)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -659,5 +372,5 @@ func TestConfiguredLimits(t *testing.T) {
 	if !strings.Contains(line, "no hello within 300ms") || time.Since(start) < 300*time.Millisecond {
 		t.Fatalf("hello timeout: %q after %s", line, time.Since(start))
 	}
-	d.stop()
+	d.Stop()
 }

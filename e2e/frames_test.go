@@ -9,6 +9,7 @@ import (
 
 	"github.com/agents-fleet/fleet/client"
 	fleetd "github.com/agents-fleet/fleet/daemon"
+	"github.com/agents-fleet/fleet/e2e/e2etest"
 	"github.com/agents-fleet/fleet/history"
 	"github.com/agents-fleet/fleet/internal/modelmock"
 	"github.com/agents-fleet/fleet/protocol"
@@ -86,9 +87,9 @@ func (s *strictStream) waitFor(what string, pred func(protocol.Message) bool) pr
 
 // replayStrict attaches a Go client and reads its replay whole (see
 // strictStream), returning the hydrate.
-func replayStrict(t *testing.T, d *daemon) *protocol.Hydrate {
+func replayStrict(t *testing.T, d *e2etest.Daemon) *protocol.Hydrate {
 	t.Helper()
-	c := d.dial(protocol.ClientOther, "late")
+	c := d.Dial(protocol.ClientOther, "late")
 	defer c.Close()
 	s := watchStrict(t, c)
 	var hy *protocol.Hydrate
@@ -106,9 +107,9 @@ func replayStrict(t *testing.T, d *daemon) *protocol.Hydrate {
 
 // attachBinary runs `fleet attach` to the end of its replay (stdin is
 // empty: it detaches then) and checks it read the fleet whole.
-func attachBinary(t *testing.T, e *env, fleet string) string {
+func attachBinary(t *testing.T, e *e2etest.Env, fleet string) string {
 	t.Helper()
-	out, stderr, code := e.fleet("", "attach", fleet)
+	out, stderr, code := e.Fleet("", "attach", fleet)
 	if code != 0 || strings.Contains(out+stderr, "malformed") || strings.Contains(out+stderr, "over 1048576") ||
 		strings.Contains(out+stderr, "skipped") {
 		t.Fatalf("fleet attach: exit %d\nstdout:\n%.2000s\nstderr:\n%s", code, out, stderr)
@@ -125,18 +126,18 @@ func marked(s string) bool { return strings.Contains(s, "… [truncated ") }
 // again and the TUI attach and read the history, its long texts cut and
 // marked. One quote more is refused by `fleet send` with the reason.
 func TestPromptAtTheLimitThenEveryConsoleAttaches(t *testing.T) {
-	e := newEnv(t)
-	d := e.start("--control-socket", "--name", "worst")
-	w := d.dial(protocol.ClientOther, "watcher")
+	e := e2etest.NewEnv(t)
+	d := e.Start("--control-socket", "--name", "worst")
+	w := d.Dial(protocol.ClientOther, "watcher")
 	session := w.Welcome().SessionID
 	s := watchStrict(t, w)
-	s.waitFor("replayEnd", isType(protocol.TypeReplayEnd))
+	s.waitFor("replayEnd", e2etest.IsType(protocol.TypeReplayEnd))
 
-	_, stderr, code := e.fleet("$ "+worstShellCommand("never-run", 1), "send", "-")
+	_, stderr, code := e.Fleet("$ "+worstShellCommand("never-run", 1), "send", "-")
 	if code == 0 || !strings.Contains(stderr, fmt.Sprintf("over the limit of %d bytes", protocol.MaxPromptText)) {
 		t.Fatalf("fleet send over the limit: exit %d, %s", code, stderr)
 	}
-	if _, stderr, code := e.fleet("$ "+worstShellCommand("the-end", 0), "send", "-"); code != 0 {
+	if _, stderr, code := e.Fleet("$ "+worstShellCommand("the-end", 0), "send", "-"); code != 0 {
 		t.Fatalf("fleet send at the limit: exit %d, %s", code, stderr)
 	}
 	s.waitFor("the command's last line", func(m protocol.Message) bool {
@@ -164,9 +165,9 @@ func TestPromptAtTheLimitThenEveryConsoleAttaches(t *testing.T) {
 	if out := attachBinary(t, e, "worst"); !strings.Contains(out, "… [truncated ") {
 		t.Fatalf("fleet attach does not show the cut prompt:\n%.2000s", out)
 	}
-	d.stop()
+	d.Stop()
 
-	d2 := e.start("--control-socket", "--resume", session)
+	d2 := e.Start("--control-socket", "--resume", session)
 	check(replayStrict(t, d2))
 	attachBinary(t, e, "worst")
 
@@ -178,7 +179,7 @@ func TestPromptAtTheLimitThenEveryConsoleAttaches(t *testing.T) {
 	if scr := c.screen(); strings.Contains(scr, "RECONNECTING") || strings.Contains(scr, "CONNECTING") {
 		t.Fatalf("the console is not attached:\n%s", scr)
 	}
-	d2.stop()
+	d2.Stop()
 }
 
 // TestSessionSavedByAnEarlierBuildResumes: a session file holding the rows
@@ -187,13 +188,13 @@ func TestPromptAtTheLimitThenEveryConsoleAttaches(t *testing.T) {
 // over a frame once escaped) is resumed with `fleet run --resume`, and
 // every console attaches and reads it, its texts cut and marked.
 func TestSessionSavedByAnEarlierBuildResumes(t *testing.T) {
-	e := newEnv(t)
-	d := e.start("--control-socket", "--name", "old")
-	session := d.dial(protocol.ClientOther, "probe").Welcome().SessionID
-	d.stop()
+	e := e2etest.NewEnv(t)
+	d := e.Start("--control-socket", "--name", "old")
+	session := d.Dial(protocol.ClientOther, "probe").Welcome().SessionID
+	d.Stop()
 
 	huge := strings.Repeat("\"\\\x01", 1_000_000/3)
-	st, err := fleetd.OpenStore(e.home)
+	st, err := fleetd.OpenStore(e.Home)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -218,7 +219,7 @@ func TestSessionSavedByAnEarlierBuildResumes(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	d2 := e.start("--control-socket", "--resume", session)
+	d2 := e.Start("--control-socket", "--resume", session)
 	hy := replayStrict(t, d2)
 	var prompt string
 	for _, c := range hy.Conversation {
@@ -251,9 +252,9 @@ func TestSessionSavedByAnEarlierBuildResumes(t *testing.T) {
 		t.Fatalf("fleet attach:\n%.2000s", out)
 	}
 	// The restored task's command is listed cut too.
-	c := d2.dial(protocol.ClientOther, "op")
+	c := d2.Dial(protocol.ClientOther, "op")
 	s := watchStrict(t, c)
-	s.waitFor("replayEnd", isType(protocol.TypeReplayEnd))
+	s.waitFor("replayEnd", e2etest.IsType(protocol.TypeReplayEnd))
 	if err := c.Send(&protocol.Prompt{Text: "/tasks"}); err != nil {
 		t.Fatal(err)
 	}
@@ -264,7 +265,7 @@ func TestSessionSavedByAnEarlierBuildResumes(t *testing.T) {
 	if !marked(r.Text) || len(r.Text) > 4096 {
 		t.Fatalf("/tasks: %d bytes", len(r.Text))
 	}
-	d2.stop()
+	d2.Stop()
 }
 
 // TestClaudeCoordinatorLinesReplayForEveryConsole: the coordinator's text
@@ -277,12 +278,12 @@ func TestClaudeCoordinatorLinesReplayForEveryConsole(t *testing.T) {
 			ToolCalls: []modelmock.ToolCall{{Name: "mcp__fleet__list_tasks", Input: map[string]any{}}}},
 		{Text: "Nothing is queued.", Usage: modelmock.Usage{Input: 40, Output: 4}},
 	}}}}
-	ae := newAgentEnv(t, "claude", script)
-	d := ae.start("--control-socket", "--provider", "claude", "--name", "agents")
-	c := d.dial(protocol.ClientOther, "op")
+	ae := e2etest.NewAgentEnv(t, "claude", script)
+	d := ae.Start("--control-socket", "--provider", "claude", "--name", "agents")
+	c := d.Dial(protocol.ClientOther, "op")
 	session := c.Welcome().SessionID
 	s := watchStrict(t, c)
-	s.waitFor("replayEnd", isType(protocol.TypeReplayEnd))
+	s.waitFor("replayEnd", e2etest.IsType(protocol.TypeReplayEnd))
 	if err := c.Send(&protocol.Prompt{Text: "what is queued?"}); err != nil {
 		t.Fatal(err)
 	}
@@ -294,7 +295,7 @@ func TestClaudeCoordinatorLinesReplayForEveryConsole(t *testing.T) {
 		r, ok := m.(*protocol.Reply)
 		return ok && r.Text == "Nothing is queued."
 	})
-	check := func(d *daemon) {
+	check := func(d *e2etest.Daemon) {
 		t.Helper()
 		found := false
 		for _, l := range replayStrict(t, d).Transcripts {
@@ -305,13 +306,13 @@ func TestClaudeCoordinatorLinesReplayForEveryConsole(t *testing.T) {
 		if !found {
 			t.Fatal("the coordinator's line is not in hydrate under \"coordinator\"")
 		}
-		if out := attachBinary(t, ae.env, "agents"); !strings.Contains(out, "Nothing is queued.") {
+		if out := attachBinary(t, ae.Env, "agents"); !strings.Contains(out, "Nothing is queued.") {
 			t.Fatalf("fleet attach:\n%s", out)
 		}
 	}
 	check(d)
-	d.stop()
-	d2 := ae.start("--control-socket", "--provider", "claude", "--resume", session)
+	d.Stop()
+	d2 := ae.Start("--control-socket", "--provider", "claude", "--resume", session)
 	check(d2)
-	d2.stop()
+	d2.Stop()
 }

@@ -10,6 +10,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/agents-fleet/fleet/e2e/e2etest"
 	"github.com/agents-fleet/fleet/internal/tgemu"
 	"github.com/agents-fleet/fleet/protocol"
 )
@@ -74,17 +75,17 @@ func (w *inotifyOpens) count() int {
 func TestHubApprovalBeforeTokenRead(t *testing.T) {
 	h := newHubEnv(t, nil)
 	d := h.startFleet("alpha")
-	watch := watch(t, d.dial(protocol.ClientREPL, "terminal"))
-	opens := watchOpens(t, d.desc.TokenPath)
+	watch := e2etest.Watch(t, d.Dial(protocol.ClientREPL, "terminal"))
+	opens := watchOpens(t, d.Desc.TokenPath)
 	h.startHub()
 	q := h.message("the attach question", withButtons("Fleet alpha wants to attach"))
-	for _, want := range []string{d.desc.Cwd, fmt.Sprint(d.desc.PID), d.desc.ID} {
+	for _, want := range []string{d.Desc.Cwd, fmt.Sprint(d.Desc.PID), d.Desc.ID} {
 		if !strings.Contains(q.Text, want) {
 			t.Errorf("the attach question does not say %q: %q", want, q.Text)
 		}
 	}
 	// The hub has seen the fleet and asked; it must not have touched the token.
-	out, _, code := h.fleet("", "hub", "status", "--json")
+	out, _, code := h.Fleet("", "hub", "status", "--json")
 	if code != 0 || !strings.Contains(out, `"state":"awaiting approval"`) {
 		t.Fatalf("hub status before approval (exit %d): %s", code, out)
 	}
@@ -104,10 +105,10 @@ func TestHubApprovalBeforeTokenRead(t *testing.T) {
 	if _, err := h.op.SendText(`$ echo '::ask::{"question":"Which colour?","choices":[{"label":"Red","value":"red"},{"label":"Blue","value":"blue"}]}'; read x; echo "picked $x"`); err != nil {
 		t.Fatal(err)
 	}
-	watch.waitFor("the chat's prompt", userMessage("Which colour?"))
+	watch.WaitFor("the chat's prompt", userMessage("Which colour?"))
 	ask := h.message("the question", withButtons("Which colour?"))
 	h.press(ask, "Blue")
-	watch.waitFor("the answer reaching the task", transcriptLine("picked blue"))
+	watch.WaitFor("the answer reaching the task", transcriptLine("picked blue"))
 	h.message("the question edited", func(m tgemu.BotMessage) bool {
 		return m.MessageID == ask.MessageID && strings.Contains(m.Text, "answered here") && len(m.Buttons) == 0
 	})

@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agents-fleet/fleet/e2e/e2etest"
 	"github.com/agents-fleet/fleet/internal/testwait"
 	"github.com/agents-fleet/fleet/internal/tgemu"
 	"github.com/agents-fleet/fleet/protocol"
@@ -29,7 +30,7 @@ const (
 )
 
 type hubEnv struct {
-	*env
+	*e2etest.Env
 	t   *testing.T
 	emu *tgemu.Emulator
 	op  *tgemu.User
@@ -39,7 +40,7 @@ type hubEnv struct {
 
 type hubProc struct {
 	cmd    *exec.Cmd
-	stderr *syncBuffer
+	stderr *e2etest.Buffer
 	done   chan struct{}
 	err    error
 }
@@ -47,10 +48,10 @@ type hubProc struct {
 // newHubEnv writes config.json's telegramHub (merged with extra) and
 // starts the emulator; the hub is started by startHub.
 func newHubEnv(t *testing.T, extra map[string]any) *hubEnv {
-	e := newEnv(t)
+	e := e2etest.NewEnv(t)
 	emu := tgemu.Start(t)
-	h := &hubEnv{env: e, t: t, emu: emu, op: emu.User(hubToken, opChat, opChat)}
-	h.tok = filepath.Join(e.home, "bot.token")
+	h := &hubEnv{Env: e, t: t, emu: emu, op: emu.User(hubToken, opChat, opChat)}
+	h.tok = filepath.Join(e.Home, "bot.token")
 	if err := os.WriteFile(h.tok, []byte(hubToken+"\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
@@ -59,11 +60,11 @@ func newHubEnv(t *testing.T, extra map[string]any) *hubEnv {
 		th[k] = v
 	}
 	cfg := map[string]any{"telegramHub": th}
-	if raceEnabled {
+	if e2etest.Race {
 		cfg["limits"] = map[string]any{"stallGraceMs": 5000}
 	}
 	data, _ := json.Marshal(cfg)
-	if err := os.WriteFile(filepath.Join(e.home, "config.json"), data, 0o600); err != nil {
+	if err := os.WriteFile(filepath.Join(e.Home, "config.json"), data, 0o600); err != nil {
 		t.Fatal(err)
 	}
 	return h
@@ -72,10 +73,10 @@ func newHubEnv(t *testing.T, extra map[string]any) *hubEnv {
 // startHub runs `fleet hub args...` and waits until fleet hub status answers.
 func (h *hubEnv) startHub(args ...string) *hubProc {
 	h.t.Helper()
-	cmd := exec.Command(fleetBin, append([]string{"hub", "--log-level", "debug"}, args...)...)
-	cmd.Dir = h.cwd
-	cmd.Env = h.environ()
-	p := &hubProc{cmd: cmd, stderr: &syncBuffer{}, done: make(chan struct{})}
+	cmd := exec.Command(e2etest.Bin(), append([]string{"hub", "--log-level", "debug"}, args...)...)
+	cmd.Dir = h.Dir
+	cmd.Env = h.Environ()
+	p := &hubProc{cmd: cmd, stderr: &e2etest.Buffer{}, done: make(chan struct{})}
 	cmd.Stderr = p.stderr
 	if err := cmd.Start(); err != nil {
 		h.t.Fatal(err)
@@ -97,7 +98,7 @@ func (h *hubEnv) startHub(args ...string) *hubProc {
 		}
 	})
 	if !testwait.Until(hubWait, func() bool {
-		if _, _, code := h.fleet("", "hub", "status"); code == 0 {
+		if _, _, code := h.Fleet("", "hub", "status"); code == 0 {
 			return true
 		}
 		select {
@@ -128,11 +129,11 @@ func (p *hubProc) stop(t *testing.T, sig os.Signal) {
 }
 
 // startFleet runs a fleet with --hub in its own folder.
-func (h *hubEnv) startFleet(name string, args ...string) *daemon {
+func (h *hubEnv) startFleet(name string, args ...string) *e2etest.Daemon {
 	h.t.Helper()
-	fe := &env{t: h.t, home: h.home, cwd: filepath.Join(h.t.TempDir(), name)}
-	os.MkdirAll(fe.cwd, 0o755)
-	return fe.start(append([]string{"--hub", "--name", name}, args...)...)
+	fe := &e2etest.Env{T: h.t, Home: h.Home, Dir: filepath.Join(h.t.TempDir(), name)}
+	os.MkdirAll(fe.Dir, 0o755)
+	return fe.Start(append([]string{"--hub", "--name", name}, args...)...)
 }
 
 // messages waits until some bot message in chat opChat satisfies ok and returns it.
@@ -231,14 +232,14 @@ func transcriptLine(text string) func(protocol.Message) bool {
 func TestHubConfirmAnsweredElsewhere(t *testing.T) {
 	h := newHubEnv(t, nil)
 	d := h.startFleet("alpha")
-	term := d.dial(protocol.ClientREPL, "terminal")
-	watch := watch(t, term)
+	term := d.Dial(protocol.ClientREPL, "terminal")
+	watch := e2etest.Watch(t, term)
 	h.startHub()
 	h.approve("alpha")
 	if _, err := term.Prompt(`$ echo '::confirm::deploy v1.2 to production?'; read a; echo "confirm said $a"`); err != nil {
 		t.Fatal(err)
 	}
-	req := watch.waitFor("the confirm", isType(protocol.TypeConfirmRequest)).(*protocol.ConfirmRequest)
+	req := watch.WaitFor("the confirm", e2etest.IsType(protocol.TypeConfirmRequest)).(*protocol.ConfirmRequest)
 	msg := h.message("the confirm in the chat", withButtons("deploy v1.2 to production?"))
 	if !strings.Contains(msg.Text, "Approve?") {
 		t.Errorf("confirm message: %q", msg.Text)
@@ -246,7 +247,7 @@ func TestHubConfirmAnsweredElsewhere(t *testing.T) {
 	if err := term.Confirm(req.ID, false); err != nil {
 		t.Fatal(err)
 	}
-	watch.waitFor("the task seeing no", transcriptLine("confirm said no"))
+	watch.WaitFor("the task seeing no", transcriptLine("confirm said no"))
 	h.message("the confirm edited", func(m tgemu.BotMessage) bool {
 		return m.MessageID == msg.MessageID && strings.Contains(m.Text, "answered elsewhere") && len(m.Buttons) == 0
 	})
@@ -261,8 +262,8 @@ func TestHubTwoFleetsRouting(t *testing.T) {
 	h := newHubEnv(t, nil)
 	a := h.startFleet("alpha")
 	b := h.startFleet("beta")
-	wa := watch(t, a.dial(protocol.ClientREPL, "ta"))
-	wb := watch(t, b.dial(protocol.ClientREPL, "tb"))
+	wa := e2etest.Watch(t, a.Dial(protocol.ClientREPL, "ta"))
+	wb := e2etest.Watch(t, b.Dial(protocol.ClientREPL, "tb"))
 	h.startHub()
 	h.approve("alpha")
 	h.approve("beta")
@@ -273,14 +274,14 @@ func TestHubTwoFleetsRouting(t *testing.T) {
 	}
 	which := h.message("which fleet", withButtons("Which fleet is this for?"))
 	h.press(which, "beta")
-	wb.waitFor("the routed prompt on beta", userMessage("which-one"))
+	wb.WaitFor("the routed prompt on beta", userMessage("which-one"))
 
 	// A reply to alpha's message goes to alpha.
 	att := h.message("alpha's attach line", containing("attached to alpha"))
 	if _, err := h.op.ReplyTo(att.MessageID, "$ echo for-alpha"); err != nil {
 		t.Fatal(err)
 	}
-	wa.waitFor("the reply on alpha", userMessage("for-alpha"))
+	wa.WaitFor("the reply on alpha", userMessage("for-alpha"))
 
 	// /use beta, then plain text goes to beta.
 	if _, err := h.op.SendCommand("/use beta"); err != nil {
@@ -290,7 +291,7 @@ func TestHubTwoFleetsRouting(t *testing.T) {
 	if _, err := h.op.SendText("$ echo plain-to-beta"); err != nil {
 		t.Fatal(err)
 	}
-	wb.waitFor("plain text on beta", userMessage("plain-to-beta"))
+	wb.WaitFor("plain text on beta", userMessage("plain-to-beta"))
 	h.message("beta's reply names beta", func(m tgemu.BotMessage) bool {
 		return strings.Contains(m.Text, "[beta]") && strings.Contains(m.Text, "plain-to-beta")
 	})
@@ -303,7 +304,7 @@ func TestHubTwoFleetsRouting(t *testing.T) {
 	if _, err := h.op.SendText("$ echo after-stranger"); err != nil {
 		t.Fatal(err)
 	}
-	wb.waitFor("the operator's next prompt", userMessage("after-stranger"))
+	wb.WaitFor("the operator's next prompt", userMessage("after-stranger"))
 	for _, m := range h.history() {
 		if m.ChatID == 666 || strings.Contains(m.Text, "from-stranger") {
 			t.Errorf("the hub answered or relayed the stranger: %+v", m)
@@ -326,18 +327,18 @@ func TestHubTwoFleetsRouting(t *testing.T) {
 func TestHubFloodIsCoalesced(t *testing.T) {
 	h := newHubEnv(t, map[string]any{"verbosity": "verbose"})
 	d := h.startFleet("alpha")
-	w := watch(t, d.dial(protocol.ClientREPL, "t"))
+	w := e2etest.Watch(t, d.Dial(protocol.ClientREPL, "t"))
 	h.startHub()
 	h.approve("alpha")
 	if err := h.emu.ResetCalls(hubToken); err != nil {
 		t.Fatal(err)
 	}
 	start := time.Now()
-	term := d.dial(protocol.ClientREPL, "t2")
+	term := d.Dial(protocol.ClientREPL, "t2")
 	if _, err := term.Prompt("$ seq 1 1000"); err != nil {
 		t.Fatal(err)
 	}
-	w.waitFor("the last line", transcriptLine("1000"))
+	w.WaitFor("the last line", transcriptLine("1000"))
 	h.message("the flood's last line", func(m tgemu.BotMessage) bool {
 		return strings.Contains(m.Text, "lines of output so far") && strings.Contains(m.Text, "</code> 1000")
 	})
@@ -376,32 +377,32 @@ func TestHubFloodIsCoalesced(t *testing.T) {
 func TestHubFleetRestartAndEmulatorRestart(t *testing.T) {
 	h := newHubEnv(t, nil)
 	d := h.startFleet("alpha")
-	w := watch(t, d.dial(protocol.ClientREPL, "t"))
+	w := e2etest.Watch(t, d.Dial(protocol.ClientREPL, "t"))
 	h.startHub()
 	h.approve("alpha")
 	if _, err := h.op.SendText("$ echo before-restart"); err != nil {
 		t.Fatal(err)
 	}
-	w.waitFor("the task's output", transcriptLine("before-restart"))
+	w.WaitFor("the task's output", transcriptLine("before-restart"))
 	h.message("its completion", containing("done in"))
 	var session string
-	for _, kv := range strings.Fields(d.stderr.String()) {
+	for _, kv := range strings.Fields(d.Stderr.String()) {
 		if s, ok := strings.CutPrefix(kv, "session="); ok {
 			session = s
 			break
 		}
 	}
 	if session == "" {
-		t.Fatalf("no session id in the fleet's log:\n%s", d.stderr)
+		t.Fatalf("no session id in the fleet's log:\n%s", d.Stderr)
 	}
-	d.stop()
+	d.Stop()
 	h.message("the exit notice", containing("the fleet has exited"))
 	before := countContaining(h.history(), "before-restart")
 
-	fe := &env{t: t, home: h.home, cwd: d.desc.Cwd}
-	d2 := fe.start("--hub", "--name", "alpha", "--resume", session)
+	fe := &e2etest.Env{T: t, Home: h.Home, Dir: d.Desc.Cwd}
+	d2 := fe.Start("--hub", "--name", "alpha", "--resume", session)
 	q := h.message("asked again", func(m tgemu.BotMessage) bool {
-		return strings.Contains(m.Text, d2.desc.ID) && len(m.Buttons) > 0
+		return strings.Contains(m.Text, d2.Desc.ID) && len(m.Buttons) > 0
 	})
 	if !strings.Contains(q.Text, "approved before") {
 		t.Errorf("the second question does not say the fleet looks like one approved before: %q", q.Text)
@@ -427,7 +428,7 @@ func TestHubFleetRestartAndEmulatorRestart(t *testing.T) {
 	h.emu.Stop()
 	var out string
 	if !testwait.Until(hubWait, func() bool {
-		out, _, _ = h.fleet("", "hub", "status", "--json")
+		out, _, _ = h.Fleet("", "hub", "status", "--json")
 		var s struct {
 			Telegram struct {
 				Healthy   bool   `json:"healthy"`
@@ -440,7 +441,7 @@ func TestHubFleetRestartAndEmulatorRestart(t *testing.T) {
 		t.Fatalf("hub status never showed the outage: %s", out)
 	}
 	h.emu.Restart(t)
-	w2 := watch(t, d2.dial(protocol.ClientREPL, "t2"))
+	w2 := e2etest.Watch(t, d2.Dial(protocol.ClientREPL, "t2"))
 	// The emulator lost its store; a message sent now must still reach the fleet.
 	deadline := time.Now().Add(hubWait)
 	for i := 0; ; i++ {
@@ -469,14 +470,14 @@ func countContaining(ms []tgemu.BotMessage, sub string) int {
 }
 
 // waitCtx waits for a frame matching pred until ctx is done.
-func waitCtx(ctx context.Context, s *stream, pred func(protocol.Message) bool) bool {
+func waitCtx(ctx context.Context, s *e2etest.Stream, pred func(protocol.Message) bool) bool {
 	for {
 		select {
-		case f, ok := <-s.frames:
+		case f, ok := <-s.Frames:
 			if !ok {
 				return false
 			}
-			if pred(f.m) {
+			if pred(f.Msg) {
 				return true
 			}
 		case <-ctx.Done():
@@ -495,7 +496,7 @@ func TestHubRefusesTamperedDescriptor(t *testing.T) {
 	h.approve("alpha")
 
 	// A forged descriptor for a live pid (ours), pointing at another socket.
-	forged := d.desc
+	forged := d.Desc
 	forged.PID = os.Getpid()
 	id, err := registry.NewID(forged.PID)
 	if err != nil {
@@ -503,7 +504,7 @@ func TestHubRefusesTamperedDescriptor(t *testing.T) {
 	}
 	forged.ID, forged.Name = id, "evil"
 	forged.SocketPath = filepath.Join(t.TempDir(), "evil.sock")
-	regDir := filepath.Join(h.home, "sockets")
+	regDir := filepath.Join(h.Home, "sockets")
 	if _, err := registry.Write(regDir, forged); err != nil {
 		t.Fatal(err)
 	}
@@ -516,13 +517,13 @@ func TestHubRefusesTamperedDescriptor(t *testing.T) {
 	}
 
 	// The attached fleet's descriptor changes under it: detached.
-	changed := d.desc
+	changed := d.Desc
 	changed.Name = "renamed"
 	if _, err := registry.Write(regDir, changed); err != nil {
 		t.Fatal(err)
 	}
 	h.message("the detach", containing("detached"))
-	out, _, _ := h.fleet("", "hub", "status")
+	out, _, _ := h.Fleet("", "hub", "status")
 	if !strings.Contains(out, "detached") {
 		t.Errorf("hub status after the change:\n%s", out)
 	}
@@ -533,36 +534,36 @@ func TestHubRefusesTamperedDescriptor(t *testing.T) {
 // fleet hub status exits 1 when no hub runs.
 func TestHubStartRefusals(t *testing.T) {
 	h := newHubEnv(t, nil)
-	if _, stderr, code := h.fleet("", "hub", "status"); code != 1 || !strings.Contains(stderr, "no fleet hub is running") {
+	if _, stderr, code := h.Fleet("", "hub", "status"); code != 1 || !strings.Contains(stderr, "no fleet hub is running") {
 		t.Errorf("hub status without a hub: exit %d, %q", code, stderr)
 	}
-	os.WriteFile(filepath.Join(h.home, "config.json"), []byte(`{"telegramHub":{"botTokenFile":"`+h.tok+`"}}`), 0o600)
-	if _, stderr, code := h.fleet("", "hub"); code == 0 || !strings.Contains(stderr, "telegramHub.allowedChatIds") {
+	os.WriteFile(filepath.Join(h.Home, "config.json"), []byte(`{"telegramHub":{"botTokenFile":"`+h.tok+`"}}`), 0o600)
+	if _, stderr, code := h.Fleet("", "hub"); code == 0 || !strings.Contains(stderr, "telegramHub.allowedChatIds") {
 		t.Errorf("no allowedChatIds: exit %d, %q", code, stderr)
 	}
 	os.Chmod(h.tok, 0o644)
-	if _, stderr, code := h.fleet("", "hub", "--allowed-chat-id", "42"); code == 0 || !strings.Contains(stderr, h.tok) || !strings.Contains(stderr, "0600") {
+	if _, stderr, code := h.Fleet("", "hub", "--allowed-chat-id", "42"); code == 0 || !strings.Contains(stderr, h.tok) || !strings.Contains(stderr, "0600") {
 		t.Errorf("token file 0644: exit %d, %q", code, stderr)
 	}
 	os.Chmod(h.tok, 0o600)
 	h.startHub("--allowed-chat-id", "42", "--api-base-url", h.emu.URL())
-	if _, stderr, code := h.fleet("", "hub", "--allowed-chat-id", "42", "--api-base-url", h.emu.URL()); code == 0 || !strings.Contains(stderr, "already running") {
+	if _, stderr, code := h.Fleet("", "hub", "--allowed-chat-id", "42", "--api-base-url", h.emu.URL()); code == 0 || !strings.Contains(stderr, "already running") {
 		t.Errorf("a second hub: exit %d, %q", code, stderr)
 	}
 	var out string
 	var code int
 	if !testwait.Until(hubWait, func() bool {
-		out, _, code = h.fleet("", "hub", "status")
+		out, _, code = h.Fleet("", "hub", "status")
 		return code == 0 && strings.Contains(out, "telegram: healthy")
 	}) {
 		t.Fatalf("hub status never healthy: exit %d\n%s", code, out)
 	}
 	// SIGINT stops it cleanly; then no hub runs.
 	h.hub.stop(t, os.Interrupt)
-	if _, stderr, code := h.fleet("", "hub", "status"); code != 1 || !strings.Contains(stderr, "no fleet hub is running") {
+	if _, stderr, code := h.Fleet("", "hub", "status"); code != 1 || !strings.Contains(stderr, "no fleet hub is running") {
 		t.Errorf("hub status after the hub stopped: exit %d, %q", code, stderr)
 	}
-	if _, err := os.Stat(filepath.Join(h.home, "hub", "hub.sock")); !os.IsNotExist(err) {
+	if _, err := os.Stat(filepath.Join(h.Home, "hub", "hub.sock")); !os.IsNotExist(err) {
 		t.Errorf("the status socket is left behind: %v", err)
 	}
 }
@@ -575,7 +576,7 @@ func TestHubStartRefusals(t *testing.T) {
 func TestHubNativeRootFromChat(t *testing.T) {
 	h := newHubEnv(t, nil)
 	d := h.startFleet("nat", "--native-root")
-	w := watch(t, d.dial(protocol.ClientREPL, "t"))
+	w := e2etest.Watch(t, d.Dial(protocol.ClientREPL, "t"))
 	h.startHub()
 	h.approve("nat")
 	if _, err := h.op.SendText("$ mkdir -p scratch && rm -rf scratch && echo removed-it"); err != nil {
@@ -591,7 +592,7 @@ func TestHubNativeRootFromChat(t *testing.T) {
 		t.Fatal(err)
 	}
 	h.message("the receipt", containing("approve accepted: receipt hub-op-"))
-	w.waitFor("the approved task running", transcriptLine("removed-it"))
+	w.WaitFor("the approved task running", transcriptLine("removed-it"))
 	h.message("the approval edited", func(m tgemu.BotMessage) bool {
 		return m.MessageID == na.MessageID && strings.Contains(m.Text, "approved here by") && len(m.Buttons) == 0
 	})
@@ -611,7 +612,7 @@ func TestHubNativeRootFromChat(t *testing.T) {
 }
 
 func (h *hubEnv) rootJSONStatus() (string, int) {
-	out, _, code := h.fleet("", "root", "status", "--json")
+	out, _, code := h.Fleet("", "root", "status", "--json")
 	return out, code
 }
 
@@ -621,12 +622,12 @@ func (h *hubEnv) rootJSONStatus() (string, int) {
 func TestHubPendingBeforeAttachAndForwardedCommands(t *testing.T) {
 	h := newHubEnv(t, nil)
 	d := h.startFleet("alpha")
-	term := d.dial(protocol.ClientREPL, "terminal")
-	w := watch(t, term)
+	term := d.Dial(protocol.ClientREPL, "terminal")
+	w := e2etest.Watch(t, term)
 	if _, err := term.Prompt(`$ echo '::confirm::rotate the staging keys?'; read a; echo "rotate said $a"`); err != nil {
 		t.Fatal(err)
 	}
-	w.waitFor("the confirm", isType(protocol.TypeConfirmRequest))
+	w.WaitFor("the confirm", e2etest.IsType(protocol.TypeConfirmRequest))
 	h.startHub()
 	h.approve("alpha")
 	c := h.message("the pending confirm", withButtons("rotate the staging keys?"))
@@ -634,14 +635,14 @@ func TestHubPendingBeforeAttachAndForwardedCommands(t *testing.T) {
 		t.Errorf("the replayed confirm does not say it is older: %q", c.Text)
 	}
 	h.press(c, "Approve")
-	w.waitFor("the task seeing yes", transcriptLine("rotate said yes"))
+	w.WaitFor("the task seeing yes", transcriptLine("rotate said yes"))
 	h.message("the confirm edited", func(m tgemu.BotMessage) bool {
 		return m.MessageID == c.MessageID && strings.Contains(m.Text, "approved here by") && len(m.Buttons) == 0
 	})
 	if _, err := h.op.SendCommand("/workers"); err != nil {
 		t.Fatal(err)
 	}
-	w.waitFor("/workers forwarded to the fleet", userMessage("/workers"))
+	w.WaitFor("/workers forwarded to the fleet", userMessage("/workers"))
 	h.message("the fleet's /workers reply", containing("w1"))
 }
 
@@ -655,7 +656,7 @@ func TestHubBotAPIFaults(t *testing.T) {
 	if err := h.emu.Fault(hubToken, "sendMessage", 429, `{"ok":false,"error_code":429,"description":"Too Many Requests: retry after 2","parameters":{"retry_after":2}}`, 1); err != nil {
 		t.Fatal(err)
 	}
-	term := d.dial(protocol.ClientREPL, "terminal")
+	term := d.Dial(protocol.ClientREPL, "terminal")
 	if _, err := term.Prompt("$ echo after-429"); err != nil {
 		t.Fatal(err)
 	}
@@ -684,7 +685,7 @@ func TestHubBotAPIFaults(t *testing.T) {
 	waitStatus := func(what string, ok func(string) bool) {
 		t.Helper()
 		var out string
-		if !testwait.Until(hubWait, func() bool { out, _, _ = h.fleet("", "hub", "status"); return ok(out) }) {
+		if !testwait.Until(hubWait, func() bool { out, _, _ = h.Fleet("", "hub", "status"); return ok(out) }) {
 			t.Fatalf("hub status never showed %s:\n%s", what, out)
 		}
 	}

@@ -8,22 +8,9 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/agents-fleet/fleet/e2e/e2etest"
 	"github.com/agents-fleet/fleet/protocol"
 )
-
-func hubFrom(worker, kind string) func(protocol.Message) bool {
-	return func(m protocol.Message) bool {
-		h, ok := m.(*protocol.HubEvent)
-		return ok && h.From == worker && h.Kind == kind
-	}
-}
-
-func replyContaining(sub string) func(protocol.Message) bool {
-	return func(m protocol.Message) bool {
-		r, ok := m.(*protocol.Reply)
-		return ok && strings.Contains(r.Text, sub)
-	}
-}
 
 // The intel walk-through with the local provider: runs are recorded,
 // /fleet-intel re-broadcasts fleetIntel with the right figures, a skill
@@ -32,30 +19,30 @@ func replyContaining(sub string) func(protocol.Message) bool {
 // replay has all four snapshots in order, and fleet intel --json reads
 // the same without a fleet.
 func TestIntelWithTheLocalProvider(t *testing.T) {
-	e := newEnv(t)
-	e.gitRepo()
-	skills := filepath.Join(e.cwd, ".fleet", "skills")
+	e := e2etest.NewEnv(t)
+	e.GitRepo()
+	skills := filepath.Join(e.Dir, ".fleet", "skills")
 	os.MkdirAll(skills, 0o755)
 	os.WriteFile(filepath.Join(skills, "greet.md"), []byte("printf 'hello\\n' > greeting.txt && {task}\n"), 0o644)
 
-	d := e.start("--control-socket", "--workers", "1")
-	c := d.dial(protocol.ClientREPL, "op")
-	s := watch(t, c)
-	s.waitFor("replayEnd", isType(protocol.TypeReplayEnd))
+	d := e.Start("--control-socket", "--workers", "1")
+	c := d.Dial(protocol.ClientREPL, "op")
+	s := e2etest.Watch(t, c)
+	s.WaitFor("replayEnd", e2etest.IsType(protocol.TypeReplayEnd))
 	// 4 runs: 2 complete, one exits 3, one exits 1.
 	c.Prompt("$ true\n$ exit 3\n$ echo ok\n$ false")
 	for _, w := range []string{"w1", "w2", "w3", "w4"} {
-		s.waitLong(w+" settles", func(m protocol.Message) bool {
+		s.WaitLong(w+" settles", func(m protocol.Message) bool {
 			h, ok := m.(*protocol.HubEvent)
 			return ok && h.From == w && (h.Kind == protocol.HubCompleted || h.Kind == protocol.HubFailed)
 		})
 	}
 	c.Prompt("/fleet-intel")
-	r := s.waitLong("/fleet-intel", replyContaining("agent run(s)")).(*protocol.Reply)
+	r := s.WaitLong("/fleet-intel", e2etest.ReplyContaining("agent run(s)")).(*protocol.Reply)
 	if !strings.Contains(r.Text, "4 agent run(s), 2 failed (success rate 50%)") {
 		t.Fatalf("/fleet-intel: %s", r.Text)
 	}
-	in := s.waitLong("fleetIntel after /fleet-intel", func(m protocol.Message) bool {
+	in := s.WaitLong("fleetIntel after /fleet-intel", func(m protocol.Message) bool {
 		fi, ok := m.(*protocol.FleetIntel)
 		return ok && fi.Summary.TotalAgentRuns == 4
 	}).(*protocol.FleetIntel)
@@ -67,23 +54,23 @@ func TestIntelWithTheLocalProvider(t *testing.T) {
 	// A skill: its first use is v1; it fails; the operator writes a
 	// shadow; the next two tasks alternate v1 and the shadow.
 	c.Prompt("/spawn --skill greet false")
-	s.waitLong("w5 fails", hubFrom("w5", protocol.HubFailed))
+	s.WaitLong("w5 fails", e2etest.HubIs("w5", protocol.HubFailed))
 	c.Prompt("/learn greet")
-	r = s.waitLong("/learn greet", replyContaining("greet's recent failures")).(*protocol.Reply)
+	r = s.WaitLong("/learn greet", e2etest.ReplyContaining("greet's recent failures")).(*protocol.Reply)
 	if !strings.Contains(r.Text, "--from FILE") {
 		t.Fatalf("/learn with local: %s", r.Text)
 	}
-	os.WriteFile(filepath.Join(e.cwd, "greet-v2.md"), []byte("printf 'hello\\n' > greeting.txt; {task}; true\n"), 0o644)
+	os.WriteFile(filepath.Join(e.Dir, "greet-v2.md"), []byte("printf 'hello\\n' > greeting.txt; {task}; true\n"), 0o644)
 	c.Prompt("/learn greet --from greet-v2.md")
-	r = s.waitLong("shadow", replyContaining("Shadow sh-")).(*protocol.Reply)
+	r = s.WaitLong("shadow", e2etest.ReplyContaining("Shadow sh-")).(*protocol.Reply)
 	shadow := strings.Fields(strings.TrimPrefix(r.Text, "Shadow "))[0]
 	c.Prompt("/spawn --skill greet false")
-	s.waitLong("w6 runs v1", replyContaining("skill greet v1"))
-	s.waitLong("w6 fails", hubFrom("w6", protocol.HubFailed))
+	s.WaitLong("w6 runs v1", e2etest.ReplyContaining("skill greet v1"))
+	s.WaitLong("w6 fails", e2etest.HubIs("w6", protocol.HubFailed))
 	c.Prompt("/spawn --skill greet false")
-	s.waitLong("w7 runs the shadow", replyContaining("shadow "+shadow))
-	s.waitLong("w7 completes", hubFrom("w7", protocol.HubCompleted))
-	ev := s.waitLong("fleetEvolution with the shadow's trial", func(m protocol.Message) bool {
+	s.WaitLong("w7 runs the shadow", e2etest.ReplyContaining("shadow "+shadow))
+	s.WaitLong("w7 completes", e2etest.HubIs("w7", protocol.HubCompleted))
+	ev := s.WaitLong("fleetEvolution with the shadow's trial", func(m protocol.Message) bool {
 		fe, ok := m.(*protocol.FleetEvolution)
 		return ok && len(fe.Shadows) == 1 && fe.Shadows[0].Trials != nil && *fe.Shadows[0].Trials == 1
 	}).(*protocol.FleetEvolution)
@@ -93,12 +80,12 @@ func TestIntelWithTheLocalProvider(t *testing.T) {
 	// 4 runs have failed with "exit status N" now: the recurring-error rule
 	// fires. Dismissed, it is gone from fleetIntel and stays gone.
 	c.Prompt("/fleet-intel")
-	r = s.waitLong("/fleet-intel with a suggestion", replyContaining("[recurring-error")).(*protocol.Reply)
+	r = s.WaitLong("/fleet-intel with a suggestion", e2etest.ReplyContaining("[recurring-error")).(*protocol.Reply)
 	_, after, _ := strings.Cut(r.Text, "Suggestions (/fleet-intel accept|dismiss ID):\n  ")
 	id := strings.Fields(after)[0]
 	c.Prompt("/fleet-intel dismiss " + id)
-	s.waitLong("dismissed", replyContaining("Dismissed "+id))
-	s.waitLong("fleetIntel without it", func(m protocol.Message) bool {
+	s.WaitLong("dismissed", e2etest.ReplyContaining("Dismissed "+id))
+	s.WaitLong("fleetIntel without it", func(m protocol.Message) bool {
 		fi, ok := m.(*protocol.FleetIntel)
 		if !ok {
 			return false
@@ -111,26 +98,26 @@ func TestIntelWithTheLocalProvider(t *testing.T) {
 		return true
 	})
 	c.Prompt("$ false")
-	s.waitLong("w8 fails", hubFrom("w8", protocol.HubFailed))
+	s.WaitLong("w8 fails", e2etest.HubIs("w8", protocol.HubFailed))
 	c.Prompt("/fleet-intel")
-	if r := s.waitLong("/fleet-intel again", replyContaining("agent run(s)")).(*protocol.Reply); strings.Contains(r.Text, id) {
+	if r := s.WaitLong("/fleet-intel again", e2etest.ReplyContaining("agent run(s)")).(*protocol.Reply); strings.Contains(r.Text, id) {
 		t.Fatalf("a dismissed suggestion came back: %s", r.Text)
 	}
 
 	c.Prompt("/learn apply " + shadow)
-	s.waitLong("applied", replyContaining("Applied "+shadow))
+	s.WaitLong("applied", e2etest.ReplyContaining("Applied "+shadow))
 	if got, _ := os.ReadFile(filepath.Join(skills, "greet.md")); !strings.Contains(string(got), "; true") {
 		t.Fatalf("skill file after apply: %q", got)
 	}
-	s.waitLong("the evolution on the timeline", func(m protocol.Message) bool {
+	s.WaitLong("the evolution on the timeline", func(m protocol.Message) bool {
 		fe, ok := m.(*protocol.FleetEvolution)
 		return ok && len(fe.Timeline) == 1 && fe.Timeline[0].Skill == "greet"
 	})
 
 	// A late console gets the four snapshots in its replay, in order.
-	late := watch(t, d.dial(protocol.ClientOther, "late"))
+	late := e2etest.Watch(t, d.Dial(protocol.ClientOther, "late"))
 	var order []string
-	late.waitFor("replayEnd", func(m protocol.Message) bool {
+	late.WaitFor("replayEnd", func(m protocol.Message) bool {
 		switch m.MessageType() {
 		case protocol.TypeCommandCatalog, protocol.TypeFleetIntel, protocol.TypeFleetEvolution, protocol.TypeFleetStore, protocol.TypeFleetExperiment:
 			order = append(order, m.MessageType())
@@ -150,9 +137,9 @@ func TestIntelWithTheLocalProvider(t *testing.T) {
 	if !slices.Equal(order, want) {
 		t.Fatalf("replay order %v, want %v", order, want)
 	}
-	d.stop()
+	d.Stop()
 
-	out, errOut, code := e.fleet("", "intel", "--json")
+	out, errOut, code := e.Fleet("", "intel", "--json")
 	if code != 0 {
 		t.Fatalf("fleet intel --json (%d): %s", code, errOut)
 	}
@@ -180,24 +167,24 @@ func TestIntelWithTheLocalProvider(t *testing.T) {
 // A corrupt intel database leaves the fleet working without intel, and
 // the file as it was.
 func TestCorruptIntelStoreDegrades(t *testing.T) {
-	e := newEnv(t)
-	db := filepath.Join(e.home, "intel", "fleet-intel.db")
+	e := e2etest.NewEnv(t)
+	db := filepath.Join(e.Home, "intel", "fleet-intel.db")
 	os.MkdirAll(filepath.Dir(db), 0o700)
 	garbage := []byte(strings.Repeat("not a database ", 500))
 	os.WriteFile(db, garbage, 0o600)
-	d := e.start("--control-socket")
-	c := d.dial(protocol.ClientREPL, "op")
-	s := watch(t, c)
-	s.waitFor("replayEnd", isType(protocol.TypeReplayEnd))
+	d := e.Start("--control-socket")
+	c := d.Dial(protocol.ClientREPL, "op")
+	s := e2etest.Watch(t, c)
+	s.WaitFor("replayEnd", e2etest.IsType(protocol.TypeReplayEnd))
 	c.Prompt("$ echo still works")
-	s.waitLong("the task runs", hubFrom("w1", protocol.HubCompleted))
+	s.WaitLong("the task runs", e2etest.HubIs("w1", protocol.HubCompleted))
 	c.Prompt("/fleet-intel")
-	s.waitLong("unavailable", replyContaining("Intel is unavailable"))
-	d.stop()
+	s.WaitLong("unavailable", e2etest.ReplyContaining("Intel is unavailable"))
+	d.Stop()
 	if b, _ := os.ReadFile(db); string(b) != string(garbage) {
 		t.Fatal("the corrupt intel database was written to")
 	}
-	if !strings.Contains(d.stderr.String(), "Intel is unavailable") && !strings.Contains(d.stderr.String(), "intel") {
-		t.Logf("stderr: %s", d.stderr)
+	if !strings.Contains(d.Stderr.String(), "Intel is unavailable") && !strings.Contains(d.Stderr.String(), "intel") {
+		t.Logf("stderr: %s", d.Stderr)
 	}
 }

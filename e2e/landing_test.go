@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agents-fleet/fleet/e2e/e2etest"
 	"github.com/agents-fleet/fleet/internal/modelmock"
 	"github.com/agents-fleet/fleet/protocol"
 	"github.com/creack/pty"
@@ -48,26 +49,6 @@ func treeState(t testing.TB, dir string) string {
 	return b.String()
 }
 
-// gitOf waits for a fleetState in which worker's git state satisfies ok.
-func gitOf(s *stream, what, worker string, ok func(*protocol.WorkerGit) bool) *protocol.WorkerGit {
-	s.t.Helper()
-	var got *protocol.WorkerGit
-	s.waitLong(what, func(m protocol.Message) bool {
-		fs, isFS := m.(*protocol.FleetState)
-		if !isFS {
-			return false
-		}
-		for _, w := range fs.Workers {
-			if w.ID == worker && w.Git != nil && ok(w.Git) {
-				got = w.Git
-				return true
-			}
-		}
-		return false
-	})
-	return got
-}
-
 func replyWith(prefix string) func(protocol.Message) bool {
 	return func(m protocol.Message) bool {
 		r, ok := m.(*protocol.Reply)
@@ -80,9 +61,9 @@ func replyWith(prefix string) func(protocol.Message) bool {
 // apply part of another, squash one from the console, open a PR for one
 // (fake gh), then try every clean-up on what was not merged.
 func TestLandingWorkersWork(t *testing.T) {
-	e := newEnv(t)
-	e.gitRepo()
-	repo := e.cwd
+	e := e2etest.NewEnv(t)
+	e.GitRepo()
+	repo := e.Dir
 	// A remote for fleet pr, and a fake gh that records its arguments.
 	remote := filepath.Join(t.TempDir(), "remote.git")
 	gitIn(t, repo, "init", "-q", "--bare", remote)
@@ -93,16 +74,16 @@ func TestLandingWorkersWork(t *testing.T) {
 		"\n[ \"$1\" = pr ] && echo https://example.test/pull/7\nexit 0\n"), 0o755)
 	t.Setenv("PATH", ghDir+string(os.PathListSeparator)+os.Getenv("PATH"))
 
-	d := e.start("--control-socket", "--workers", "6")
-	c := d.dial(protocol.ClientREPL, "review")
+	d := e.Start("--control-socket", "--workers", "6")
+	c := d.Dial(protocol.ClientREPL, "review")
 	session := c.Welcome().SessionID
-	s := watch(t, c)
-	s.waitFor("replayEnd", isType(protocol.TypeReplayEnd))
+	s := e2etest.Watch(t, c)
+	s.WaitFor("replayEnd", e2etest.IsType(protocol.TypeReplayEnd))
 	c.Prompt("$ echo one > one.txt\n$ printf 'hello from w2\\n' > README\n$ echo three > three.txt; echo extra > extra.txt\n$ echo four > four.txt\n$ echo five > five.txt\n$ echo six > six.txt")
 	for _, w := range []string{"w1", "w2", "w3", "w4", "w5", "w6"} {
 		// The local provider does not commit on settle by default: the
 		// work shows as uncommitted, and it merges cleanly.
-		g := gitOf(s, w+"'s git state", w, func(g *protocol.WorkerGit) bool {
+		g := e2etest.GitOf(s, w+"'s git state", w, func(g *protocol.WorkerGit) bool {
 			return g.FilesChanged > 0 && g.Mergeable != nil
 		})
 		if g.Branch != "fleet/"+session+"/"+w || g.BaseBranch != "main" || g.Uncommitted == 0 || !*g.Mergeable || g.Merged {
@@ -111,22 +92,22 @@ func TestLandingWorkersWork(t *testing.T) {
 	}
 
 	// Review.
-	out, _, code := e.fleet("", "diff", "w1")
+	out, _, code := e.Fleet("", "diff", "w1")
 	if code != 0 || !strings.Contains(out, "+one") || strings.Contains(out, "\x1b[") {
 		t.Fatalf("fleet diff w1 (%d): %s", code, out)
 	}
-	out, _, _ = e.fleet("", "diff", "w3", "--stat")
+	out, _, _ = e.Fleet("", "diff", "w3", "--stat")
 	if !strings.Contains(out, "three.txt") || !strings.Contains(out, "extra.txt") || strings.Contains(out, "+three") {
 		t.Fatalf("fleet diff --stat: %s", out)
 	}
-	out, _, _ = e.fleet("", "diff", "w3", "extra.txt")
+	out, _, _ = e.Fleet("", "diff", "w3", "extra.txt")
 	if !strings.Contains(out, "+extra") || strings.Contains(out, "three") {
 		t.Fatalf("fleet diff by path: %s", out)
 	}
 
 	// Merge w1 from the command line: a merge commit on main, the user's
 	// checked-out tree moved forward, w1 shown as merged.
-	out, errOut, code := e.fleet("", "merge", "w1")
+	out, errOut, code := e.Fleet("", "merge", "w1")
 	if code != 0 || !strings.Contains(out, "Merged w1") {
 		t.Fatalf("fleet merge w1 (%d): %s%s", code, out, errOut)
 	}
@@ -136,12 +117,12 @@ func TestLandingWorkersWork(t *testing.T) {
 	if parents := strings.Fields(gitIn(t, repo, "log", "-1", "--format=%P", "main")); len(parents) != 2 {
 		t.Fatalf("not a merge commit: parents %v", parents)
 	}
-	gitOf(s, "w1 merged", "w1", func(g *protocol.WorkerGit) bool { return g.Merged && g.MergedInto == "main" })
+	e2etest.GitOf(s, "w1 merged", "w1", func(g *protocol.WorkerGit) bool { return g.Merged && g.MergedInto == "main" })
 	// A merged worker's commits and change can still be reviewed.
-	if out, _, _ := e.fleet("", "log", "w1"); !strings.Contains(out, "t1: echo one > one.txt") || !strings.Contains(out, "one.txt | 1 +") {
+	if out, _, _ := e.Fleet("", "log", "w1"); !strings.Contains(out, "t1: echo one > one.txt") || !strings.Contains(out, "one.txt | 1 +") {
 		t.Fatalf("fleet log of a merged worker: %s", out)
 	}
-	if out, _, _ := e.fleet("", "diff", "w1"); !strings.Contains(out, "+one") {
+	if out, _, _ := e.Fleet("", "diff", "w1"); !strings.Contains(out, "+one") {
 		t.Fatalf("fleet diff of a merged worker: %s", out)
 	}
 
@@ -149,12 +130,12 @@ func TestLandingWorkersWork(t *testing.T) {
 	// merging it is refused without touching anything.
 	os.WriteFile(filepath.Join(repo, "README"), []byte("hello from main\n"), 0o644)
 	gitIn(t, repo, "commit", "-q", "-am", "main edits README")
-	g := gitOf(s, "w2 conflicts", "w2", func(g *protocol.WorkerGit) bool { return g.Mergeable != nil && !*g.Mergeable })
+	g := e2etest.GitOf(s, "w2 conflicts", "w2", func(g *protocol.WorkerGit) bool { return g.Mergeable != nil && !*g.Mergeable })
 	if len(g.Conflicts) != 1 || g.Conflicts[0] != "README" || g.Behind == 0 {
 		t.Fatalf("w2 after main moved: %+v", g)
 	}
 	before := treeState(t, repo)
-	out, errOut, code = e.fleet("", "merge", "w2")
+	out, errOut, code = e.Fleet("", "merge", "w2")
 	if code == 0 || !strings.Contains(errOut, "conflict") || !strings.Contains(errOut, "README") {
 		t.Fatalf("conflicting merge (%d): %s%s", code, out, errOut)
 	}
@@ -165,7 +146,7 @@ func TestLandingWorkersWork(t *testing.T) {
 	// A dirty target is refused too.
 	os.WriteFile(filepath.Join(repo, "README"), []byte("local edit\n"), 0o644)
 	before = treeState(t, repo)
-	_, errOut, code = e.fleet("", "merge", "w4")
+	_, errOut, code = e.Fleet("", "merge", "w4")
 	if code == 0 || !strings.Contains(errOut, "uncommitted") {
 		t.Fatalf("merge into a dirty tree (%d): %s", code, errOut)
 	}
@@ -175,7 +156,7 @@ func TestLandingWorkersWork(t *testing.T) {
 	gitIn(t, repo, "checkout", "-q", "--", "README")
 
 	// Apply part of w3: only three.txt, uncommitted and unstaged.
-	out, errOut, code = e.fleet("", "apply", "w3", "three.txt")
+	out, errOut, code = e.Fleet("", "apply", "w3", "three.txt")
 	if code != 0 {
 		t.Fatalf("fleet apply (%d): %s%s", code, out, errOut)
 	}
@@ -192,7 +173,7 @@ func TestLandingWorkersWork(t *testing.T) {
 
 	// /apply from a console: the same, into the repository's work tree.
 	c.Prompt("/apply w5")
-	s.waitLong("/apply reply", replyWith("Applied w5's change"))
+	s.WaitLong("/apply reply", replyWith("Applied w5's change"))
 	if got, _ := os.ReadFile(filepath.Join(repo, "five.txt")); string(got) != "five\n" {
 		t.Fatalf("five.txt after /apply: %q", got)
 	}
@@ -201,19 +182,19 @@ func TestLandingWorkersWork(t *testing.T) {
 	}
 	os.Remove(filepath.Join(repo, "five.txt"))
 	c.Prompt("/apply w5 nothing-here.txt")
-	s.waitLong("/apply refusal", func(m protocol.Message) bool {
+	s.WaitLong("/apply refusal", func(m protocol.Message) bool {
 		r, ok := m.(*protocol.Reply)
 		return ok && strings.Contains(r.Text, "w5 changed none of nothing-here.txt")
 	})
 
 	// /diff and /merge --squash from a console.
 	c.Prompt("/diff w4")
-	r := s.waitLong("/diff reply", replyWith("diff --git")).(*protocol.Reply)
+	r := s.WaitLong("/diff reply", replyWith("diff --git")).(*protocol.Reply)
 	if !strings.Contains(r.Text, "+four") {
 		t.Fatalf("/diff: %s", r.Text)
 	}
 	c.Prompt("/merge w4 --squash")
-	s.waitLong("/merge reply", func(m protocol.Message) bool {
+	s.WaitLong("/merge reply", func(m protocol.Message) bool {
 		r, ok := m.(*protocol.Reply)
 		return ok && strings.Contains(r.Text, "Squashed w4")
 	})
@@ -223,10 +204,10 @@ func TestLandingWorkersWork(t *testing.T) {
 	if got, _ := os.ReadFile(filepath.Join(repo, "four.txt")); string(got) != "four\n" {
 		t.Fatalf("four.txt after the squash: %q", got)
 	}
-	gitOf(s, "w4 merged", "w4", func(g *protocol.WorkerGit) bool { return g.Merged })
+	e2etest.GitOf(s, "w4 merged", "w4", func(g *protocol.WorkerGit) bool { return g.Merged })
 
 	// Hand w3 on as a pull request, through the fake gh.
-	out, errOut, code = e.fleet("", "pr", "w3", "--draft")
+	out, errOut, code = e.Fleet("", "pr", "w3", "--draft")
 	if code != 0 || !strings.Contains(out, "https://example.test/pull/7") {
 		t.Fatalf("fleet pr (%d): %s%s", code, out, errOut)
 	}
@@ -243,12 +224,12 @@ func TestLandingWorkersWork(t *testing.T) {
 
 	// /pr from a console: the push goes through the confirm policy.
 	c.Prompt("/pr w6")
-	confirm := s.waitLong("the push's confirm", isType(protocol.TypeConfirmRequest)).(*protocol.ConfirmRequest)
+	confirm := s.WaitLong("the push's confirm", e2etest.IsType(protocol.TypeConfirmRequest)).(*protocol.ConfirmRequest)
 	if !strings.Contains(confirm.Summary, "git push --set-upstream origin fleet/"+session+"/w6") {
 		t.Fatalf("confirm: %s", confirm.Summary)
 	}
 	c.Send(&protocol.ConfirmResponse{ID: confirm.ID, Approve: true})
-	s.waitLong("/pr reply", func(m protocol.Message) bool {
+	s.WaitLong("/pr reply", func(m protocol.Message) bool {
 		r, ok := m.(*protocol.Reply)
 		return ok && strings.Contains(r.Text, "Pushed fleet/"+session+"/w6") && strings.Contains(r.Text, "example.test/pull/7")
 	})
@@ -260,15 +241,15 @@ func TestLandingWorkersWork(t *testing.T) {
 	// their worktrees go, and w6's (pushed). w2 (unmerged, conflicting)
 	// and w5 (never landed) stay.
 	c.Prompt("/clean")
-	r = s.waitLong("/clean", replyWith("Removed")).(*protocol.Reply)
+	r = s.WaitLong("/clean", replyWith("Removed")).(*protocol.Reply)
 	if !strings.Contains(r.Text, "Removed 4 worktree(s): w1, w3, w4, w6") || !strings.Contains(r.Text, "Kept 2") {
 		t.Fatalf("/clean: %s", r.Text)
 	}
-	out, _, _ = e.fleet("", "worktrees", "prune")
+	out, _, _ = e.Fleet("", "worktrees", "prune")
 	if strings.Contains(out, "removed") || !strings.Contains(out, "w2") || !strings.Contains(out, "w5") {
 		t.Fatalf("prune removed unlanded work:\n%s", out)
 	}
-	out, _, _ = e.fleet("", "worktrees", "prune", "--force")
+	out, _, _ = e.Fleet("", "worktrees", "prune", "--force")
 	if !strings.Contains(out, "w2 (branch fleet/"+session+"/w2 kept") {
 		t.Fatalf("prune --force: %s", out)
 	}
@@ -280,42 +261,42 @@ func TestLandingWorkersWork(t *testing.T) {
 	if got := gitIn(t, repo, "show", "fleet/"+session+"/w5:five.txt"); got != "five" {
 		t.Fatalf("w5's work: %q", got)
 	}
-	d.stop()
+	d.Stop()
 }
 
 // With an agent provider the worker's work is committed on its branch
 // when it settles, and merges like any other.
 func TestClaudeWorkIsCommittedOnSettleAndMerges(t *testing.T) {
 	u := func(in, out int64) modelmock.Usage { return modelmock.Usage{Input: in, Output: out} }
-	ae := newAgentEnv(t, "claude", modelmock.Script{Rules: []modelmock.Rule{
+	ae := e2etest.NewAgentEnv(t, "claude", modelmock.Script{Rules: []modelmock.Rule{
 		{Name: "write", Match: "greet:", Turns: []modelmock.Turn{
 			{Usage: u(100, 10), ToolCalls: []modelmock.ToolCall{{Name: "Write", Input: map[string]any{"file_path": "hello.txt", "content": "hello\n"}}}},
 			{Text: "Wrote hello.txt.", Usage: u(110, 5)},
 		}},
 	}})
-	d := ae.start("--control-socket", "--provider", "claude")
-	c := d.dial(protocol.ClientOther, "op")
-	s := watch(t, c)
-	s.waitFor("replayEnd", isType(protocol.TypeReplayEnd))
+	d := ae.Start("--control-socket", "--provider", "claude")
+	c := d.Dial(protocol.ClientOther, "op")
+	s := e2etest.Watch(t, c)
+	s.WaitFor("replayEnd", e2etest.IsType(protocol.TypeReplayEnd))
 	c.Send(&protocol.Prompt{Text: "/spawn greet: add hello.txt"})
-	ask := s.waitLong("the Write permission", isType(protocol.TypeAskRequest)).(*protocol.AskRequest)
+	ask := s.WaitLong("the Write permission", e2etest.IsType(protocol.TypeAskRequest)).(*protocol.AskRequest)
 	c.Send(&protocol.AskResponse{ID: ask.ID, Text: "allow"})
-	g := gitOf(s, "w1 committed", "w1", func(g *protocol.WorkerGit) bool { return g.Ahead == 1 && g.Uncommitted == 0 })
+	g := e2etest.GitOf(s, "w1 committed", "w1", func(g *protocol.WorkerGit) bool { return g.Ahead == 1 && g.Uncommitted == 0 })
 	if g.FilesChanged != 1 || len(g.Files) != 1 || g.Files[0].Path != "hello.txt" || g.Files[0].Added != 1 || g.Mergeable == nil || !*g.Mergeable {
 		t.Fatalf("w1 after settling: %+v", g)
 	}
-	msg := gitIn(t, ae.cwd, "log", "-1", "--format=%B", g.Branch)
+	msg := gitIn(t, ae.Dir, "log", "-1", "--format=%B", g.Branch)
 	if !strings.Contains(msg, "greet: add hello.txt") || !strings.Contains(msg, "Fleet-Worker: w1 (claude") {
 		t.Fatalf("commit message: %s", msg)
 	}
-	out, errOut, code := ae.fleet("", "merge", "w1", "--rebase")
+	out, errOut, code := ae.Fleet("", "merge", "w1", "--rebase")
 	if code != 0 || !strings.Contains(out, "Rebased w1") {
 		t.Fatalf("fleet merge --rebase (%d): %s%s", code, out, errOut)
 	}
-	if got, _ := os.ReadFile(filepath.Join(ae.cwd, "hello.txt")); string(got) != "hello\n" {
+	if got, _ := os.ReadFile(filepath.Join(ae.Dir, "hello.txt")); string(got) != "hello\n" {
 		t.Fatalf("hello.txt: %q", got)
 	}
-	out, _, _ = ae.fleet("", "workers", "--json")
+	out, _, _ = ae.Fleet("", "workers", "--json")
 	var rows []struct {
 		Worker string             `json:"worker"`
 		Git    protocol.WorkerGit `json:"git"`
@@ -323,29 +304,29 @@ func TestClaudeWorkIsCommittedOnSettleAndMerges(t *testing.T) {
 	if err := json.Unmarshal([]byte(out), &rows); err != nil || len(rows) != 1 || !rows[0].Git.Merged {
 		t.Fatalf("fleet workers --json: %v %s", err, out)
 	}
-	d.stop()
+	d.Stop()
 }
 
 // On a terminal fleet diff is coloured, and git's pager is never started
 // (it would wait for a key in scripts that happen to have a tty).
 func TestDiffOnATerminalIsColouredWithoutAPager(t *testing.T) {
-	e := newEnv(t)
-	e.gitRepo()
-	d := e.start("--control-socket")
-	c := d.dial(protocol.ClientREPL, "op")
-	s := watch(t, c)
-	s.waitFor("replayEnd", isType(protocol.TypeReplayEnd))
+	e := e2etest.NewEnv(t)
+	e.GitRepo()
+	d := e.Start("--control-socket")
+	c := d.Dial(protocol.ClientREPL, "op")
+	s := e2etest.Watch(t, c)
+	s.WaitFor("replayEnd", e2etest.IsType(protocol.TypeReplayEnd))
 	c.Prompt("$ echo one > one.txt")
-	gitOf(s, "w1's change", "w1", func(g *protocol.WorkerGit) bool { return g.FilesChanged == 1 })
-	d.stop()
+	e2etest.GitOf(s, "w1's change", "w1", func(g *protocol.WorkerGit) bool { return g.FilesChanged == 1 })
+	d.Stop()
 
 	ptmx, tty, err := pty.Open()
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer ptmx.Close()
-	cmd := exec.Command(fleetBin, "diff", "w1")
-	cmd.Dir, cmd.Env = e.cwd, append(e.environ(), "TERM=xterm", "PAGER=less", "GIT_PAGER=less")
+	cmd := exec.Command(e2etest.Bin(), "diff", "w1")
+	cmd.Dir, cmd.Env = e.Dir, append(e.Environ(), "TERM=xterm", "PAGER=less", "GIT_PAGER=less")
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = tty, tty, tty
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)

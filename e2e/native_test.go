@@ -11,30 +11,31 @@ import (
 	"time"
 
 	"github.com/agents-fleet/fleet/client"
+	"github.com/agents-fleet/fleet/e2e/e2etest"
 	"github.com/agents-fleet/fleet/internal/testwait"
 	"github.com/agents-fleet/fleet/protocol"
 )
 
 // rootJSON runs `fleet root ... --json` and decodes the result object.
-func (e *env) rootJSON(args ...string) (map[string]any, int) {
-	e.t.Helper()
-	out, errOut, code := e.fleet("", append(append([]string{"root"}, args...), "--json")...)
+func rootJSON(e *e2etest.Env, args ...string) (map[string]any, int) {
+	e.T.Helper()
+	out, errOut, code := e.Fleet("", append(append([]string{"root"}, args...), "--json")...)
 	var res map[string]any
 	if err := json.Unmarshal([]byte(out), &res); err != nil {
-		e.t.Fatalf("fleet root %v: exit %d, output %q, stderr %q", args, code, out, errOut)
+		e.T.Fatalf("fleet root %v: exit %d, output %q, stderr %q", args, code, out, errOut)
 	}
 	return res, code
 }
 
 // The retry story of docs/native-roots.md, end to end through the CLI.
 func TestNativeRootStoryFromTheCLI(t *testing.T) {
-	e := newEnv(t)
-	d := e.start("--control-socket", "--native-root")
-	c := d.dial(protocol.ClientREPL, "op")
-	s := watch(t, c)
-	s.waitFor("replayEnd", isType(protocol.TypeReplayEnd))
+	e := e2etest.NewEnv(t)
+	d := e.Start("--control-socket", "--native-root")
+	c := d.Dial(protocol.ClientREPL, "op")
+	s := e2etest.Watch(t, c)
+	s.WaitFor("replayEnd", e2etest.IsType(protocol.TypeReplayEnd))
 
-	roots, code := e.rootJSON("list")
+	roots, code := rootJSON(e, "list")
 	list, _ := roots["roots"].([]any)
 	if code != 0 || roots["kind"] != "roots" || len(list) != 1 {
 		t.Fatalf("list: %d %v", code, roots)
@@ -42,21 +43,21 @@ func TestNativeRootStoryFromTheCLI(t *testing.T) {
 	root := list[0].(map[string]any)["id"].(string)
 
 	// Pause, then the operator's retry of the same operation: same receipt.
-	first, code := e.rootJSON("pause", root, "--operation-id", "op-1", "--revision", "1")
+	first, code := rootJSON(e, "pause", root, "--operation-id", "op-1", "--revision", "1")
 	if code != 0 || first["kind"] != "receipt" || first["acknowledgmentOnly"] != true {
 		t.Fatalf("pause: %d %v", code, first)
 	}
-	again, code := e.rootJSON("pause", root, "--operation-id", "op-1", "--revision", "1")
+	again, code := rootJSON(e, "pause", root, "--operation-id", "op-1", "--revision", "1")
 	if code != 0 || !jsonEqual(first["receipt"], again["receipt"]) {
 		t.Fatalf("retry gave another receipt:\n%v\n%v", first, again)
 	}
 	// A fresh operation at the stale revision is a conflict (exit 3).
-	conflict, code := e.rootJSON("stop", root, "--operation-id", "op-2", "--revision", "1")
+	conflict, code := rootJSON(e, "stop", root, "--operation-id", "op-2", "--revision", "1")
 	if code != 3 || conflict["code"] != "revision_conflict" {
 		t.Fatalf("stale revision: %d %v", code, conflict)
 	}
 	// The same id with another body is refused.
-	reused, code := e.rootJSON("stop", root, "--operation-id", "op-1", "--revision", "2")
+	reused, code := rootJSON(e, "stop", root, "--operation-id", "op-1", "--revision", "2")
 	if code != 3 || reused["code"] != "operation_id_reused" {
 		t.Fatalf("reused id: %d %v", code, reused)
 	}
@@ -65,7 +66,7 @@ func TestNativeRootStoryFromTheCLI(t *testing.T) {
 	// reserves it in the root after the prompt, on its own goroutine: wait
 	// for the reservation, not for the prompt to have been sent.
 	c.Prompt("$ echo after-resume")
-	st := e.waitRoot(root, "the task reserved in the root", func(r map[string]any) bool {
+	st := waitRoot(e, root, "the task reserved in the root", func(r map[string]any) bool {
 		tasks, _ := r["tasks"].([]any)
 		return len(tasks) > 0
 	})
@@ -73,23 +74,23 @@ func TestNativeRootStoryFromTheCLI(t *testing.T) {
 		r["tasks"].([]any)[0].(map[string]any)["state"] != "reserved" {
 		t.Fatalf("status while paused: %v", st)
 	}
-	if _, code := e.rootJSON("resume", root, "--operation-id", "op-3", "--revision", "2"); code != 0 {
+	if _, code := rootJSON(e, "resume", root, "--operation-id", "op-3", "--revision", "2"); code != 0 {
 		t.Fatal("resume failed")
 	}
-	s.waitFor("task ran after resume", func(m protocol.Message) bool {
+	s.WaitFor("task ran after resume", func(m protocol.Message) bool {
 		tr, ok := m.(*protocol.Transcript)
 		return ok && tr.Text == "after-resume"
 	})
 
 	// A failed task holds itself; a made-up proof is refused.
 	c.Prompt("$ exit 5")
-	s.waitFor("t2 failed", func(m protocol.Message) bool {
+	s.WaitFor("t2 failed", func(m protocol.Message) bool {
 		h, ok := m.(*protocol.HubEvent)
 		return ok && h.Kind == "failed" && strings.Contains(h.Text, "t2")
 	})
 	// The hold is recorded when the fleet settles the task in the root,
 	// which may come after the hub event.
-	st = e.waitRoot(root, "a hold on the failed task", func(r map[string]any) bool {
+	st = waitRoot(e, root, "a hold on the failed task", func(r map[string]any) bool {
 		hs, _ := r["holds"].([]any)
 		return len(hs) > 0
 	})
@@ -99,17 +100,17 @@ func TestNativeRootStoryFromTheCLI(t *testing.T) {
 		t.Fatalf("not one hold on the failed task: %v", st)
 	}
 	for _, proof := range []string{"ws-made-up", "/etc/passwd", "0123456789abcdef0123456789abcdef01234567"} {
-		if res, code := e.rootJSON("reconcile", root, "--proof", proof, "--operation-id", "op-r-"+proof[:3], "--revision", "3"); code != 1 || res["code"] != "invalid_proof" {
+		if res, code := rootJSON(e, "reconcile", root, "--proof", proof, "--operation-id", "op-r-"+proof[:3], "--revision", "3"); code != 1 || res["code"] != "invalid_proof" {
 			t.Fatalf("proof %q: %d %v", proof, code, res)
 		}
 	}
-	if res, code := e.rootJSON("release", root, "--hold-hash", hold["holdHash"].(string), "--operation-id", "op-4", "--revision", "3"); code != 0 || res["kind"] != "receipt" {
+	if res, code := rootJSON(e, "release", root, "--hold-hash", hold["holdHash"].(string), "--operation-id", "op-4", "--revision", "3"); code != 0 || res["kind"] != "receipt" {
 		t.Fatalf("release: %d %v", code, res)
 	}
-	d.stop()
+	d.Stop()
 
 	// The mode is kept with the session; the opposite flag is refused.
-	out, _, _ := e.fleet("", "sessions", "--json")
+	out, _, _ := e.Fleet("", "sessions", "--json")
 	var sessions []struct {
 		ID   string `json:"id"`
 		Mode string `json:"mode"`
@@ -118,42 +119,42 @@ func TestNativeRootStoryFromTheCLI(t *testing.T) {
 	if len(sessions) != 1 || sessions[0].Mode != "native" {
 		t.Fatalf("sessions %s", out)
 	}
-	if _, errOut, code := e.fleet("", "run", "--headless", "--resume", sessions[0].ID, "--no-native-root"); code == 0 || !strings.Contains(errOut, "the session is native") {
+	if _, errOut, code := e.Fleet("", "run", "--headless", "--resume", sessions[0].ID, "--no-native-root"); code == 0 || !strings.Contains(errOut, "the session is native") {
 		t.Fatalf("opposite flag: %d %s", code, errOut)
 	}
-	d2 := e.start("--control-socket", "--resume", sessions[0].ID)
-	res, code := e.rootJSON("status", root)
+	d2 := e.Start("--control-socket", "--resume", sessions[0].ID)
+	res, code := rootJSON(e, "status", root)
 	if code != 0 || res["root"].(map[string]any)["revision"].(float64) != 4 {
 		t.Fatalf("after resume: %d %v", code, res)
 	}
-	d2.stop()
+	d2.Stop()
 }
 
 // waitRoot polls `fleet root status` until cond holds for the root's
 // status, and returns the whole result. The bound is for a loaded machine:
 // it is only reached when the condition never comes.
-func (e *env) waitRoot(root, what string, cond func(root map[string]any) bool) map[string]any {
-	e.t.Helper()
+func waitRoot(e *e2etest.Env, root, what string, cond func(root map[string]any) bool) map[string]any {
+	e.T.Helper()
 	var st map[string]any
 	var code int
 	if !testwait.Until(time.Minute, func() bool {
-		st, code = e.rootJSON("status", root)
+		st, code = rootJSON(e, "status", root)
 		r, _ := st["root"].(map[string]any)
 		return code == 0 && r != nil && cond(r)
 	}) {
-		e.t.Fatalf("waited a minute for %s; the last status: %d %v", what, code, st)
+		e.T.Fatalf("waited a minute for %s; the last status: %d %v", what, code, st)
 	}
 	return st
 }
 
 func TestLegacySessionRefusesNativeRequests(t *testing.T) {
-	e := newEnv(t)
-	d := e.start("--control-socket")
-	res, code := e.rootJSON("list")
+	e := e2etest.NewEnv(t)
+	d := e.Start("--control-socket")
+	res, code := rootJSON(e, "list")
 	if code != 1 || res["code"] != "native_mode_required" {
 		t.Fatalf("%d %v", code, res)
 	}
-	d.stop()
+	d.Stop()
 }
 
 func jsonEqual(a, b any) bool {
@@ -164,8 +165,8 @@ func jsonEqual(a, b any) bool {
 
 // nativeCall sends one nativeRoot request on a fresh connection and waits
 // for its result.
-func nativeCall(d *daemon, req map[string]any) (protocol.NativeResult, error) {
-	c, err := client.Dial(context.Background(), d.desc, client.Options{ClientKind: protocol.ClientBot, ClientName: "racer"})
+func nativeCall(d *e2etest.Daemon, req map[string]any) (protocol.NativeResult, error) {
+	c, err := client.Dial(context.Background(), d.Desc, client.Options{ClientKind: protocol.ClientBot, ClientName: "racer"})
 	if err != nil {
 		return protocol.NativeResult{}, err
 	}
@@ -187,8 +188,8 @@ func nativeCall(d *daemon, req map[string]any) (protocol.NativeResult, error) {
 }
 
 func TestFiftyClientsRaceOneRevision(t *testing.T) {
-	e := newEnv(t)
-	d := e.start("--control-socket", "--native-root")
+	e := e2etest.NewEnv(t)
+	d := e.Start("--control-socket", "--native-root")
 	list, err := nativeCall(d, map[string]any{"action": "list"})
 	if err != nil || len(list.Roots) != 1 {
 		t.Fatalf("%v %+v", err, list)
@@ -235,15 +236,15 @@ func TestFiftyClientsRaceOneRevision(t *testing.T) {
 			t.Fatalf("rev %d: %v %+v", rev, err, r)
 		}
 	}
-	d.stop()
+	d.Stop()
 }
 
 // kill -9 in the middle of a storm of mutations from several clients: after
 // a restart every acknowledged receipt is there, and the root's revision is
 // exactly 1 + the receipts it holds.
 func TestKill9DuringMutationStorm(t *testing.T) {
-	e := newEnv(t)
-	d := e.start("--control-socket", "--native-root")
+	e := e2etest.NewEnv(t)
+	d := e.Start("--control-socket", "--native-root")
 	list, _ := nativeCall(d, map[string]any{"action": "list"})
 	root := list.Roots[0].ID
 	var mu sync.Mutex
@@ -270,15 +271,15 @@ func TestKill9DuringMutationStorm(t *testing.T) {
 	}) {
 		t.Fatalf("only %d acknowledged in two minutes", n)
 	}
-	d.cmd.Process.Signal(syscall.SIGKILL)
-	<-d.done
+	d.Cmd.Process.Signal(syscall.SIGKILL)
+	<-d.Done
 	close(stop)
 	wg.Wait()
 
-	out, _, _ := e.fleet("", "sessions", "--json")
+	out, _, _ := e.Fleet("", "sessions", "--json")
 	var sessions []struct{ ID string }
 	json.Unmarshal([]byte(out), &sessions)
-	d2 := e.start("--control-socket", "--resume", sessions[0].ID)
+	d2 := e.Start("--control-socket", "--resume", sessions[0].ID)
 	// Every acknowledged operation, retried with its original body, returns
 	// its stored receipt with the revision it was acknowledged at.
 	for op, a := range acked {
@@ -298,21 +299,21 @@ func TestKill9DuringMutationStorm(t *testing.T) {
 	if st.Root.Revision < maxAcked {
 		t.Fatalf("root at revision %d after restart, but revision %d was acknowledged", st.Root.Revision, maxAcked)
 	}
-	d2.stop()
+	d2.Stop()
 }
 
 // An operator's connection drops right after sending a mutation: whether the
 // fleet committed it or not, retrying with the original operation id and
 // body gives one receipt and one effect.
 func TestRetryAfterDroppedConnection(t *testing.T) {
-	e := newEnv(t)
-	d := e.start("--control-socket", "--native-root")
+	e := e2etest.NewEnv(t)
+	d := e.Start("--control-socket", "--native-root")
 	list, _ := nativeCall(d, map[string]any{"action": "list"})
 	root := list.Roots[0].ID
 	body := map[string]any{"action": "stop", "rootId": root, "operationId": "op-drop", "expectedRevision": 1}
 
 	// Send and hang up without reading the answer.
-	c, err := client.Dial(context.Background(), d.desc, client.Options{ClientKind: protocol.ClientBot, ClientName: "flaky"})
+	c, err := client.Dial(context.Background(), d.Desc, client.Options{ClientKind: protocol.ClientBot, ClientName: "flaky"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -332,13 +333,13 @@ func TestRetryAfterDroppedConnection(t *testing.T) {
 	if st.Root.Revision != 2 || st.Root.Intent != "stop" {
 		t.Fatalf("one effect expected: %+v", st.Root)
 	}
-	d.stop()
+	d.Stop()
 }
 
 // mutationStorm runs clients goroutines that each read the root's status
 // and toggle its intent (pause ⇄ resume) at the revision they saw, until
 // stop closes or the daemon goes away. acked is called for every receipt.
-func mutationStorm(d *daemon, root, prefix string, clients int, stop <-chan struct{}, acked func(op string, body map[string]any, revision int64)) *sync.WaitGroup {
+func mutationStorm(d *e2etest.Daemon, root, prefix string, clients int, stop <-chan struct{}, acked func(op string, body map[string]any, revision int64)) *sync.WaitGroup {
 	var wg sync.WaitGroup
 	for c := range clients {
 		wg.Add(1)

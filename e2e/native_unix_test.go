@@ -9,6 +9,8 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+
+	"github.com/agents-fleet/fleet/e2e/e2etest"
 )
 
 // Another unprivileged user can neither read the token nor connect.
@@ -18,9 +20,9 @@ func TestOtherUserLockedOut(t *testing.T) {
 	if os.Getuid() != 0 {
 		t.Skip("needs root to run a command as another user")
 	}
-	requireTool(t, "socat")
-	e := newEnv(t)
-	d := e.start("--control-socket")
+	e2etest.RequireTool(t, "socat")
+	e := e2etest.NewEnv(t)
+	d := e.Start("--control-socket")
 	asNobody := func(name string, args ...string) (string, error) {
 		cmd := exec.Command(name, args...)
 		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 65534, Gid: 65534}}
@@ -28,13 +30,13 @@ func TestOtherUserLockedOut(t *testing.T) {
 		out, err := cmd.CombinedOutput()
 		return string(out), err
 	}
-	if out, err := asNobody("cat", d.desc.TokenPath); err == nil {
+	if out, err := asNobody("cat", d.Desc.TokenPath); err == nil {
 		t.Fatalf("another user read the token: %s", out)
 	}
-	if out, err := asNobody("socat", "-t", "1", "-", "UNIX-CONNECT:"+d.desc.SocketPath); err == nil || !strings.Contains(out, "ermission denied") {
+	if out, err := asNobody("socat", "-t", "1", "-", "UNIX-CONNECT:"+d.Desc.SocketPath); err == nil || !strings.Contains(out, "ermission denied") {
 		t.Fatalf("another user connected: %v %s", err, out)
 	}
-	for _, p := range []string{d.desc.TokenPath, d.desc.SocketPath, filepath.Dir(d.desc.SocketPath)} {
+	for _, p := range []string{d.Desc.TokenPath, d.Desc.SocketPath, filepath.Dir(d.Desc.SocketPath)} {
 		fi, err := os.Stat(p)
 		if err != nil {
 			t.Fatal(err)
@@ -47,5 +49,5 @@ func TestOtherUserLockedOut(t *testing.T) {
 			t.Fatalf("%s mode %v, want %v", p, fi.Mode().Perm(), want)
 		}
 	}
-	d.stop()
+	d.Stop()
 }

@@ -18,6 +18,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agents-fleet/fleet/e2e/e2etest"
 	"github.com/agents-fleet/fleet/protocol"
 )
 
@@ -60,97 +61,83 @@ func (o *ptyOutput) snapshot() (string, <-chan struct{}) {
 
 // track waits for a started daemon's process on its own goroutine and makes
 // sure it is gone when the test ends.
-func track(d *daemon) {
-	go func() { d.err = d.cmd.Wait(); close(d.done) }()
-	d.t.Cleanup(d.terminate)
+func track(d *e2etest.Daemon) {
+	go func() { d.Err = d.Cmd.Wait(); close(d.Done) }()
+	d.T.Cleanup(func() { terminate(d) })
 }
 
 // terminate stops the process if it still runs: SIGTERM (so that the
 // fleet stops its tasks), SIGKILL if that does not do it in 5 s.
-func (d *daemon) terminate() {
+func terminate(d *e2etest.Daemon) {
 	select {
-	case <-d.done:
+	case <-d.Done:
 		return
 	default:
 	}
-	d.cmd.Process.Signal(syscall.SIGTERM)
+	d.Cmd.Process.Signal(syscall.SIGTERM)
 	select {
-	case <-d.done:
+	case <-d.Done:
 	case <-time.After(5 * time.Second):
-		d.cmd.Process.Kill()
-		<-d.done
+		d.Cmd.Process.Kill()
+		<-d.Done
 	}
 }
 
 // files are the socket, token and descriptor a registered fleet owns.
-func (d *daemon) files(e *env) []string {
-	return []string{d.desc.SocketPath, d.desc.TokenPath, filepath.Join(e.home, "sockets", d.desc.ID+".json")}
+func files(d *e2etest.Daemon, e *e2etest.Env) []string {
+	return []string{d.Desc.SocketPath, d.Desc.TokenPath, filepath.Join(e.Home, "sockets", d.Desc.ID+".json")}
 }
 
-func (d *daemon) requireFilesGone(e *env) {
-	d.t.Helper()
-	for _, f := range d.files(e) {
+func requireFilesGone(d *e2etest.Daemon, e *e2etest.Env) {
+	d.T.Helper()
+	for _, f := range files(d, e) {
 		if _, err := os.Stat(f); !errors.Is(err, os.ErrNotExist) {
-			d.t.Errorf("%s left behind (%v)", f, err)
+			d.T.Errorf("%s left behind (%v)", f, err)
 		}
 	}
 }
 
-func transcriptIs(agent, text string) func(protocol.Message) bool {
-	return func(m protocol.Message) bool {
-		tr, ok := m.(*protocol.Transcript)
-		return ok && tr.Agent == agent && tr.Text == text
-	}
-}
-
-func hubIs(from, kind string) func(protocol.Message) bool {
-	return func(m protocol.Message) bool {
-		h, ok := m.(*protocol.HubEvent)
-		return ok && h.From == from && h.Kind == kind
-	}
-}
-
 func TestPtyHeadlessWhenStdinIsNotATerminal(t *testing.T) {
-	e := newEnv(t)
+	e := e2etest.NewEnv(t)
 	devNull, err := os.Open(os.DevNull)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer devNull.Close()
-	cmd := exec.Command(fleetBin, "run", "--control-socket")
-	cmd.Dir = e.cwd
-	cmd.Env = e.environ()
+	cmd := exec.Command(e2etest.Bin(), "run", "--control-socket")
+	cmd.Dir = e.Dir
+	cmd.Env = e.Environ()
 	cmd.Stdin = devNull
-	var stdout syncBuffer
-	d := &daemon{t: t, cmd: cmd, stderr: &syncBuffer{}, done: make(chan struct{})}
-	cmd.Stdout, cmd.Stderr = &stdout, d.stderr
+	var stdout e2etest.Buffer
+	d := &e2etest.Daemon{T: t, Cmd: cmd, Stderr: &e2etest.Buffer{}, Done: make(chan struct{})}
+	cmd.Stdout, cmd.Stderr = &stdout, d.Stderr
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
 	track(d)
-	e.waitRegistered(d)
+	e.WaitRegistered(d)
 
 	// stdin is at EOF from the start: a console would have ended the fleet
 	// by now. It still serves a whole task.
-	c := d.dial(protocol.ClientREPL, "sock")
-	s := watch(t, c)
-	s.waitFor("replayEnd", isType(protocol.TypeReplayEnd))
+	c := d.Dial(protocol.ClientREPL, "sock")
+	s := e2etest.Watch(t, c)
+	s.WaitFor("replayEnd", e2etest.IsType(protocol.TypeReplayEnd))
 	if _, err := c.Prompt("$ echo still-running"); err != nil {
 		t.Fatal(err)
 	}
-	s.waitFor("transcript", transcriptIs("w1", "still-running"))
-	s.waitFor("completed", hubIs("w1", "completed"))
+	s.WaitFor("transcript", e2etest.TranscriptIs("w1", "still-running"))
+	s.WaitFor("completed", e2etest.HubIs("w1", "completed"))
 	select {
-	case <-d.done:
-		t.Fatalf("fleet exited: %v\n%s", d.err, d.stderr)
+	case <-d.Done:
+		t.Fatalf("fleet exited: %v\n%s", d.Err, d.Stderr)
 	default:
 	}
 	if out := stdout.String(); out != "" {
 		t.Errorf("headless fleet printed a console:\n%s", out)
 	}
-	if !strings.Contains(d.stderr.String(), "fleet listening") {
-		t.Errorf("headless logs are not on stderr:\n%s", d.stderr)
+	if !strings.Contains(d.Stderr.String(), "fleet listening") {
+		t.Errorf("headless logs are not on stderr:\n%s", d.Stderr)
 	}
-	d.stop()
-	d.requireFilesGone(e)
+	d.Stop()
+	requireFilesGone(d, e)
 }

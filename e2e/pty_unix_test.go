@@ -22,13 +22,14 @@ import (
 
 	"github.com/creack/pty"
 
+	"github.com/agents-fleet/fleet/e2e/e2etest"
 	"github.com/agents-fleet/fleet/protocol"
 )
 
 // ptyFleet is a `fleet run` whose terminal is a pty the test types into.
 type ptyFleet struct {
-	*daemon
-	e      *env
+	*e2etest.Daemon
+	e      *e2etest.Env
 	ptmx   *os.File
 	out    *ptyOutput
 	cursor int // offset in the visible text where the next expect starts
@@ -36,8 +37,8 @@ type ptyFleet struct {
 
 // startPty runs `fleet run args...` on a fresh 40x120 pty in e and waits for
 // its descriptor when it has a control socket.
-func startPty(e *env, args ...string) *ptyFleet {
-	t := e.t
+func startPty(e *e2etest.Env, args ...string) *ptyFleet {
+	t := e.T
 	t.Helper()
 	ptmx, tty, err := pty.Open()
 	if err != nil {
@@ -48,15 +49,15 @@ func startPty(e *env, args ...string) *ptyFleet {
 		tty.Close()
 		t.Fatal(err)
 	}
-	cmd := exec.Command(fleetBin, append([]string{"run"}, args...)...)
-	cmd.Dir = e.cwd
-	cmd.Env = e.environ()
+	cmd := exec.Command(e2etest.Bin(), append([]string{"run"}, args...)...)
+	cmd.Dir = e.Dir
+	cmd.Env = e.Environ()
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = tty, tty, tty
 	// A session of its own with the pty as controlling terminal, so that
 	// Ctrl-C on the pty signals the fleet's (foreground) process group.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true, Setctty: true}
 	p := &ptyFleet{e: e, ptmx: ptmx, out: &ptyOutput{changed: make(chan struct{})}}
-	p.daemon = &daemon{t: t, cmd: cmd, stderr: &syncBuffer{}, done: make(chan struct{})}
+	p.Daemon = &e2etest.Daemon{T: t, Cmd: cmd, Stderr: &e2etest.Buffer{}, Done: make(chan struct{})}
 	err = cmd.Start()
 	tty.Close() // the child has its own copies; EOF (EIO) once it is gone
 	if err != nil {
@@ -66,37 +67,37 @@ func startPty(e *env, args ...string) *ptyFleet {
 	readerDone := make(chan struct{})
 	go func() {
 		defer close(readerDone)
-		io.Copy(io.MultiWriter(p.out, p.stderr), ptmx)
+		io.Copy(io.MultiWriter(p.out, p.Stderr), ptmx)
 	}()
-	track(p.daemon)
+	track(p.Daemon)
 	t.Cleanup(func() {
-		p.terminate()
+		terminate(p.Daemon)
 		ptmx.Close()
 		<-readerDone
 	})
 	if slices.Contains(args, "--control-socket") {
-		e.waitRegistered(p.daemon)
+		e.WaitRegistered(p.Daemon)
 	}
 	return p
 }
 
 // waitExit waits for the process to exit and returns its exit error.
-func (d *daemon) waitExit() error {
-	d.t.Helper()
+func waitExit(d *e2etest.Daemon) error {
+	d.T.Helper()
 	select {
-	case <-d.done:
-		return d.err
+	case <-d.Done:
+		return d.Err
 	case <-time.After(ptyWait):
-		d.t.Fatalf("fleet did not exit within %s\n%s", ptyWait, d.stderr)
+		d.T.Fatalf("fleet did not exit within %s\n%s", ptyWait, d.Stderr)
 		return nil
 	}
 }
 
 // send types line and Enter.
 func (p *ptyFleet) send(line string) {
-	p.t.Helper()
+	p.T.Helper()
 	if _, err := p.ptmx.Write([]byte(line + "\r")); err != nil {
-		p.t.Fatalf("typing %q: %v", line, err)
+		p.T.Fatalf("typing %q: %v", line, err)
 	}
 }
 
@@ -109,7 +110,7 @@ func (p *ptyFleet) text() string {
 // expectRe waits for re to match the visible text after the cursor, moves
 // the cursor past the match and returns the submatches.
 func (p *ptyFleet) expectRe(expr string) []string {
-	p.t.Helper()
+	p.T.Helper()
 	re := regexp.MustCompile(expr)
 	timeout := time.NewTimer(ptyWait)
 	defer timeout.Stop()
@@ -130,18 +131,18 @@ func (p *ptyFleet) expectRe(expr string) []string {
 		select {
 		case <-changed:
 		case <-timeout.C:
-			p.t.Fatalf("terminal: no %q within %s; after the last match it shows:\n%s", expr, ptyWait, text[p.cursor:])
+			p.T.Fatalf("terminal: no %q within %s; after the last match it shows:\n%s", expr, ptyWait, text[p.cursor:])
 		}
 	}
 }
 
 // expect waits for the literal s after the cursor and moves past it.
-func (p *ptyFleet) expect(s string) { p.t.Helper(); p.expectRe(regexp.QuoteMeta(s)) }
+func (p *ptyFleet) expect(s string) { p.T.Helper(); p.expectRe(regexp.QuoteMeta(s)) }
 
 // expectAll waits until every string appears after the cursor, in any
 // order, and moves past the last of them.
 func (p *ptyFleet) expectAll(ss ...string) {
-	p.t.Helper()
+	p.T.Helper()
 	start, end := p.cursor, p.cursor
 	for _, s := range ss {
 		p.cursor = start
@@ -153,42 +154,42 @@ func (p *ptyFleet) expectAll(ss ...string) {
 
 // banner waits for the console's attach banner and hint.
 func (p *ptyFleet) banner() {
-	p.t.Helper()
-	p.expect("attached: session " + filepath.Base(p.e.cwd) + ", model local, in " + p.e.cwd)
+	p.T.Helper()
+	p.expect("attached: session " + filepath.Base(p.e.Dir) + ", model local, in " + p.e.Dir)
 	p.expect("type a prompt; local commands: /yes /no /answer /pending /status /quit")
 }
 
 // quit types /quit and requires a clean exit.
 func (p *ptyFleet) quit() {
-	p.t.Helper()
+	p.T.Helper()
 	p.send("/quit")
-	if err := p.waitExit(); err != nil {
-		p.t.Fatalf("fleet exited with %v after /quit\n%s", err, p.text())
+	if err := waitExit(p.Daemon); err != nil {
+		p.T.Fatalf("fleet exited with %v after /quit\n%s", err, p.text())
 	}
 }
 
 // waitClosed waits for the fleet to close the stream's connection.
-func (s *stream) waitClosed() {
-	s.t.Helper()
+func waitClosed(s *e2etest.Stream) {
+	s.T.Helper()
 	timeout := time.After(ptyWait)
 	for {
 		select {
-		case _, ok := <-s.frames:
+		case _, ok := <-s.Frames:
 			if !ok {
 				return
 			}
 		case <-timeout:
-			s.t.Fatal("the fleet did not close the connection")
+			s.T.Fatal("the fleet did not close the connection")
 		}
 	}
 }
 
 func TestPtyInteractiveConsole(t *testing.T) {
-	e := newEnv(t)
+	e := e2etest.NewEnv(t)
 	p := startPty(e, "--control-socket")
 	// A socket client for the command catalog /help must list.
-	s := watch(t, p.dial(protocol.ClientOther, "catalog"))
-	catalog := s.waitFor("commandCatalog", isType(protocol.TypeCommandCatalog)).(*protocol.CommandCatalog)
+	s := e2etest.Watch(t, p.Dial(protocol.ClientOther, "catalog"))
+	catalog := s.WaitFor("commandCatalog", e2etest.IsType(protocol.TypeCommandCatalog)).(*protocol.CommandCatalog)
 	if len(catalog.Commands) == 0 {
 		t.Fatal("empty command catalog")
 	}
@@ -224,28 +225,28 @@ func TestPtyInteractiveConsole(t *testing.T) {
 }
 
 func TestPtyTerminalAnswerSupersedesForSocketClients(t *testing.T) {
-	e := newEnv(t)
+	e := e2etest.NewEnv(t)
 	p := startPty(e, "--control-socket")
-	c := p.dial(protocol.ClientREPL, "sock")
-	s := watch(t, c)
-	s.waitFor("replayEnd", isType(protocol.TypeReplayEnd))
+	c := p.Dial(protocol.ClientREPL, "sock")
+	s := e2etest.Watch(t, c)
+	s.WaitFor("replayEnd", e2etest.IsType(protocol.TypeReplayEnd))
 	p.banner()
 
 	const task = `$ echo '::confirm::Ship it?'; read ok; echo "read $ok"`
 	if _, err := c.Prompt(task); err != nil {
 		t.Fatal(err)
 	}
-	req := s.waitFor("confirmRequest", isType(protocol.TypeConfirmRequest)).(*protocol.ConfirmRequest)
+	req := s.WaitFor("confirmRequest", e2etest.IsType(protocol.TypeConfirmRequest)).(*protocol.ConfirmRequest)
 	p.expect("sock: " + task)
 	p.expect("? [" + req.ID + "] Ship it? (/yes or /no)")
 
 	p.send("/yes")
 	p.expect("answering " + req.ID + ": yes")
-	res := s.waitFor("confirmResolved", isType(protocol.TypeConfirmResolved)).(*protocol.ConfirmResolved)
+	res := s.WaitFor("confirmResolved", e2etest.IsType(protocol.TypeConfirmResolved)).(*protocol.ConfirmResolved)
 	if res.ID != req.ID || res.Kind != protocol.KindConfirm || res.Reason != protocol.ReasonSuperseded || !res.Approved {
 		t.Fatalf("socket client got %+v, want %s superseded and approved", res, req.ID)
 	}
-	s.waitFor("the task reading yes", transcriptIs("w1", "read yes"))
+	s.WaitFor("the task reading yes", e2etest.TranscriptIs("w1", "read yes"))
 	// For the terminal that answered, the request was simply answered.
 	p.expectAll("✓ "+req.ID+" answered (approved)", "[w1] read yes")
 	if strings.Contains(p.text(), "superseded") {
@@ -255,17 +256,17 @@ func TestPtyTerminalAnswerSupersedesForSocketClients(t *testing.T) {
 }
 
 func TestPtySocketAnswerDismissesTerminalPrompt(t *testing.T) {
-	e := newEnv(t)
+	e := e2etest.NewEnv(t)
 	p := startPty(e, "--control-socket")
-	c := p.dial(protocol.ClientBot, "bot")
-	s := watch(t, c)
-	s.waitFor("replayEnd", isType(protocol.TypeReplayEnd))
+	c := p.Dial(protocol.ClientBot, "bot")
+	s := e2etest.Watch(t, c)
+	s.WaitFor("replayEnd", e2etest.IsType(protocol.TypeReplayEnd))
 	p.banner()
 
 	if _, err := c.Prompt(`$ echo '::ask::{"question":"Which env?","choices":["staging","prod"]}'; read env; echo "env=$env"`); err != nil {
 		t.Fatal(err)
 	}
-	ask := s.waitFor("askRequest", isType(protocol.TypeAskRequest)).(*protocol.AskRequest)
+	ask := s.WaitFor("askRequest", e2etest.IsType(protocol.TypeAskRequest)).(*protocol.AskRequest)
 	question := "? [" + ask.ID + "] Which env? choices: 1) staging 2) prod (/answer <n>)"
 	p.expect(question)
 	p.send("/pending")
@@ -274,7 +275,7 @@ func TestPtySocketAnswerDismissesTerminalPrompt(t *testing.T) {
 	if err := c.Answer(ask.ID, "prod"); err != nil {
 		t.Fatal(err)
 	}
-	res := s.waitFor("confirmResolved", isType(protocol.TypeConfirmResolved)).(*protocol.ConfirmResolved)
+	res := s.WaitFor("confirmResolved", e2etest.IsType(protocol.TypeConfirmResolved)).(*protocol.ConfirmResolved)
 	if res.ID != ask.ID || res.Kind != protocol.KindAsk || res.Reason != protocol.ReasonAnswered {
 		t.Fatalf("resolved %+v", res)
 	}
@@ -288,22 +289,22 @@ func TestPtySocketAnswerDismissesTerminalPrompt(t *testing.T) {
 }
 
 func TestPtyQuitShutsDownCleanly(t *testing.T) {
-	e := newEnv(t)
+	e := e2etest.NewEnv(t)
 	p := startPty(e, "--control-socket")
-	logPath := p.expectRe(`fleet: logging to (` + regexp.QuoteMeta(filepath.Join(e.home, "logs")) + `/[0-9a-f]+\.log)`)[1]
-	c := p.dial(protocol.ClientOther, "watcher")
-	s := watch(t, c)
-	s.waitFor("replayEnd", isType(protocol.TypeReplayEnd))
+	logPath := p.expectRe(`fleet: logging to (` + regexp.QuoteMeta(filepath.Join(e.Home, "logs")) + `/[0-9a-f]+\.log)`)[1]
+	c := p.Dial(protocol.ClientOther, "watcher")
+	s := e2etest.Watch(t, c)
+	s.WaitFor("replayEnd", e2etest.IsType(protocol.TypeReplayEnd))
 	p.banner()
-	for _, f := range p.files(e) {
+	for _, f := range files(p.Daemon, e) {
 		if _, err := os.Stat(f); err != nil {
 			t.Fatalf("while running: %v", err)
 		}
 	}
 
 	p.quit()
-	p.requireFilesGone(e)
-	s.waitClosed()
+	requireFilesGone(p.Daemon, e)
+	waitClosed(s)
 	// In a terminal the logs go to the file, not to the screen.
 	log, err := os.ReadFile(logPath)
 	if err != nil || !strings.Contains(string(log), "fleet listening") {
@@ -315,16 +316,16 @@ func TestPtyQuitShutsDownCleanly(t *testing.T) {
 }
 
 func TestPtyCtrlCShutsDownCleanly(t *testing.T) {
-	e := newEnv(t)
+	e := e2etest.NewEnv(t)
 	p := startPty(e, "--control-socket")
-	c := p.dial(protocol.ClientREPL, "watcher")
-	s := watch(t, c)
-	s.waitFor("replayEnd", isType(protocol.TypeReplayEnd))
+	c := p.Dial(protocol.ClientREPL, "watcher")
+	s := e2etest.Watch(t, c)
+	s.WaitFor("replayEnd", e2etest.IsType(protocol.TypeReplayEnd))
 	p.banner()
 
 	// The task reports its pid, then becomes `sleep 60` under that pid.
 	p.send(`$ echo pid=$$; exec sleep 60`)
-	tr := s.waitFor("the task's pid", func(m protocol.Message) bool {
+	tr := s.WaitFor("the task's pid", func(m protocol.Message) bool {
 		tr, ok := m.(*protocol.Transcript)
 		return ok && tr.Agent == "w1" && strings.HasPrefix(tr.Text, "pid=")
 	}).(*protocol.Transcript)
@@ -337,15 +338,15 @@ func TestPtyCtrlCShutsDownCleanly(t *testing.T) {
 	if _, err := p.ptmx.Write([]byte{0x03}); err != nil { // Ctrl-C
 		t.Fatal(err)
 	}
-	failed := s.waitFor("the task failing", hubIs("w1", "failed")).(*protocol.HubEvent)
+	failed := s.WaitFor("the task failing", e2etest.HubIs("w1", "failed")).(*protocol.HubEvent)
 	if !strings.Contains(failed.Text, "t1 failed") || !strings.Contains(failed.Text, "shutting down") {
 		t.Errorf("failed event %q", failed.Text)
 	}
-	if err := p.waitExit(); err != nil {
+	if err := waitExit(p.Daemon); err != nil {
 		t.Fatalf("fleet exited with %v after Ctrl-C\n%s", err, p.text())
 	}
-	p.requireFilesGone(e)
-	s.waitClosed()
+	requireFilesGone(p.Daemon, e)
+	waitClosed(s)
 	if err := syscall.Kill(pid, 0); !errors.Is(err, syscall.ESRCH) {
 		syscall.Kill(pid, syscall.SIGKILL)
 		t.Errorf("the task's sleep (pid %d) outlived the fleet: %v", pid, err)

@@ -7,52 +7,31 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
-	"strconv"
 	"strings"
 	"syscall"
 	"testing"
 
+	"github.com/agents-fleet/fleet/e2e/e2etest"
 	"github.com/agents-fleet/fleet/protocol"
-	"github.com/agents-fleet/fleet/provider"
 )
 
-// gitRepo makes a repository with one commit in e.cwd.
-func (e *env) gitRepo() {
-	e.t.Helper()
-	requireTool(e.t, "git")
-	for _, args := range [][]string{
-		{"init", "-q", "-b", "main"},
-		{"-c", "user.email=t@example.com", "-c", "user.name=t", "commit", "-q", "--allow-empty", "-m", "root"},
-	} {
-		if out, err := exec.Command("git", append([]string{"-C", e.cwd}, args...)...).CombinedOutput(); err != nil {
-			e.t.Fatalf("git %v: %v\n%s", args, err, out)
-		}
-	}
-	os.WriteFile(filepath.Join(e.cwd, "README"), []byte("hello\n"), 0o644)
-	for _, args := range [][]string{{"add", "README"}, {"-c", "user.email=t@example.com", "-c", "user.name=t", "commit", "-q", "-m", "readme"}} {
-		if out, err := exec.Command("git", append([]string{"-C", e.cwd}, args...)...).CombinedOutput(); err != nil {
-			e.t.Fatalf("git %v: %v\n%s", args, err, out)
-		}
-	}
-}
-
 func TestWorkersGetWorktreesAndFileChanges(t *testing.T) {
-	e := newEnv(t)
-	e.gitRepo()
-	d := e.start("--control-socket", "--workers", "2")
-	c := d.dial(protocol.ClientREPL, "review")
-	s := watch(t, c)
-	s.waitFor("replayEnd", isType(protocol.TypeReplayEnd))
+	e := e2etest.NewEnv(t)
+	e.GitRepo()
+	d := e.Start("--control-socket", "--workers", "2")
+	c := d.Dial(protocol.ClientREPL, "review")
+	s := e2etest.Watch(t, c)
+	s.WaitFor("replayEnd", e2etest.IsType(protocol.TypeReplayEnd))
 	if _, err := c.Prompt("$ echo new > new.txt; echo more >> README; pwd"); err != nil {
 		t.Fatal(err)
 	}
-	wtRoot := filepath.Join(e.home, "worktrees")
+	wtRoot := filepath.Join(e.Home, "worktrees")
 	// The task ran in its own worktree; the repository itself is untouched.
-	pwd := s.waitFor("pwd", func(m protocol.Message) bool {
+	pwd := s.WaitFor("pwd", func(m protocol.Message) bool {
 		tr, ok := m.(*protocol.Transcript)
 		return ok && strings.HasPrefix(tr.Text, wtRoot)
 	}).(*protocol.Transcript)
-	fc := s.waitFor("fileChange", isType(protocol.TypeFileChange)).(*protocol.FileChange)
+	fc := s.WaitFor("fileChange", e2etest.IsType(protocol.TypeFileChange)).(*protocol.FileChange)
 	byPath := map[string]protocol.FileChangeEntry{}
 	for _, ch := range fc.Changes {
 		byPath[ch.Path] = ch
@@ -63,23 +42,23 @@ func TestWorkersGetWorktreesAndFileChanges(t *testing.T) {
 	if ch := byPath["README"]; ch.ChangeType != protocol.ChangeEdited || len(fc.Changes) != 2 {
 		t.Fatalf("README: %+v", fc.Changes)
 	}
-	if _, err := os.Stat(filepath.Join(e.cwd, "new.txt")); err == nil {
+	if _, err := os.Stat(filepath.Join(e.Dir, "new.txt")); err == nil {
 		t.Fatal("the task wrote into the repository, not its worktree")
 	}
-	fs := s.waitFor("worktreePath", func(m protocol.Message) bool {
+	fs := s.WaitFor("worktreePath", func(m protocol.Message) bool {
 		fs, ok := m.(*protocol.FleetState)
 		return ok && len(fs.Workers) == 1 && fs.Workers[0].WorktreePath != "" && fs.Workers[0].Status == "completed"
 	}).(*protocol.FleetState)
 	if fs.Workers[0].WorktreePath != pwd.Text {
 		t.Fatalf("worktreePath %q, ran in %q", fs.Workers[0].WorktreePath, pwd.Text)
 	}
-	branches, _ := exec.Command("git", "-C", e.cwd, "branch", "--list", "fleet/*").Output()
+	branches, _ := exec.Command("git", "-C", e.Dir, "branch", "--list", "fleet/*").Output()
 	if !strings.Contains(string(branches), "/w1") {
 		t.Fatalf("branches: %s", branches)
 	}
 	// The finished worktree stays for review; a dirty one needs --force.
 	c.Prompt("/clean")
-	r := s.waitFor("clean", func(m protocol.Message) bool {
+	r := s.WaitFor("clean", func(m protocol.Message) bool {
 		r, ok := m.(*protocol.Reply)
 		return ok && strings.HasPrefix(r.Text, "Removed")
 	}).(*protocol.Reply)
@@ -87,40 +66,40 @@ func TestWorkersGetWorktreesAndFileChanges(t *testing.T) {
 		t.Fatalf("dirty worktree removed without --force: %s", r.Text)
 	}
 	c.Prompt("/clean --force")
-	s.waitFor("forced", func(m protocol.Message) bool {
+	s.WaitFor("forced", func(m protocol.Message) bool {
 		r, ok := m.(*protocol.Reply)
 		return ok && strings.HasPrefix(r.Text, "Removed 1 worktree(s): w1")
 	})
 	if _, err := os.Stat(pwd.Text); err == nil {
 		t.Fatal("worktree still there")
 	}
-	d.stop()
+	d.Stop()
 }
 
 func TestKill9ThenResumeKeepsWhatClientsWereTold(t *testing.T) {
-	e := newEnv(t)
-	d := e.start("--control-socket", "--workers", "1")
-	c := d.dial(protocol.ClientREPL, "witness")
-	s := watch(t, c)
-	s.waitFor("replayEnd", isType(protocol.TypeReplayEnd))
+	e := e2etest.NewEnv(t)
+	d := e.Start("--control-socket", "--workers", "1")
+	c := d.Dial(protocol.ClientREPL, "witness")
+	s := e2etest.Watch(t, c)
+	s.WaitFor("replayEnd", e2etest.IsType(protocol.TypeReplayEnd))
 	if _, err := c.Prompt("$ for i in $(seq 1 300); do echo line-$i; done\n$ echo started; sleep 60\n$ echo requeued"); err != nil {
 		t.Fatal(err)
 	}
 	// Everything the witness is told until the kill.
 	told := map[string]bool{}
-	s.waitFor("t2 running", func(m protocol.Message) bool {
+	s.WaitFor("t2 running", func(m protocol.Message) bool {
 		if tr, ok := m.(*protocol.Transcript); ok {
 			told[tr.Agent+"|"+tr.Text] = true
 		}
 		tr, ok := m.(*protocol.Transcript)
 		return ok && tr.Text == "started"
 	})
-	if err := d.cmd.Process.Signal(syscall.SIGKILL); err != nil {
+	if err := d.Cmd.Process.Signal(syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
-	<-d.done
+	<-d.Done
 
-	out, _, code := e.fleet("", "sessions", "--json")
+	out, _, code := e.Fleet("", "sessions", "--json")
 	var sessions []struct {
 		ID    string         `json:"id"`
 		Mode  string         `json:"mode"`
@@ -132,23 +111,23 @@ func TestKill9ThenResumeKeepsWhatClientsWereTold(t *testing.T) {
 	if ss := sessions[0]; ss.Mode != "legacy" || ss.Tasks["total"] != 3 || ss.Tasks["done"] != 1 || ss.Tasks["running"] != 1 || ss.Tasks["pending"] != 1 {
 		t.Fatalf("saved session %+v", ss)
 	}
-	if out, _, _ := e.fleet("", "sessions"); !strings.Contains(out, sessions[0].ID) || !strings.Contains(out, "1/0/3") {
+	if out, _, _ := e.Fleet("", "sessions"); !strings.Contains(out, sessions[0].ID) || !strings.Contains(out, "1/0/3") {
 		t.Fatalf("sessions table:\n%s", out)
 	}
 	// The running task (sleep 60) outlived the killed fleet.
-	leftovers := markedProcesses(sessions[0].ID)
+	leftovers := e2etest.MarkedProcesses(sessions[0].ID)
 	if runtime.GOOS == "linux" && len(leftovers) == 0 {
 		t.Fatal("no process of the running task outlived the kill")
 	}
 
 	// Resume with a prefix of the id.
-	d2 := e.start("--control-socket", "--resume", sessions[0].ID[:6])
-	c2 := d2.dial(protocol.ClientREPL, "late")
-	s2 := watch(t, c2)
-	hyd := s2.waitFor("hydrate", isType(protocol.TypeHydrate)).(*protocol.Hydrate)
+	d2 := e.Start("--control-socket", "--resume", sessions[0].ID[:6])
+	c2 := d2.Dial(protocol.ClientREPL, "late")
+	s2 := e2etest.Watch(t, c2)
+	hyd := s2.WaitFor("hydrate", e2etest.IsType(protocol.TypeHydrate)).(*protocol.Hydrate)
 	// The resume stopped them, and said so.
 	if runtime.GOOS == "linux" {
-		if left := markedProcesses(sessions[0].ID); len(left) != 0 {
+		if left := e2etest.MarkedProcesses(sessions[0].ID); len(left) != 0 {
 			t.Fatalf("processes %v of the killed fleet's task still run after the resume", left)
 		}
 		said := false
@@ -156,14 +135,14 @@ func TestKill9ThenResumeKeepsWhatClientsWereTold(t *testing.T) {
 			said = said || strings.Contains(c.Text, "that tasks of the previous run left running")
 		}
 		if !said {
-			s2.waitFor("note about stopped processes", func(m protocol.Message) bool {
+			s2.WaitFor("note about stopped processes", func(m protocol.Message) bool {
 				r, ok := m.(*protocol.Reply)
 				return ok && strings.Contains(r.Text, "that tasks of the previous run left running")
 			})
 		}
 	}
 	// A session is served by one fleet process at a time.
-	if _, errOut, code := e.fleet("", "run", "--headless", "--resume", sessions[0].ID); code == 0 || !strings.Contains(errOut, "served by another fleet process") {
+	if _, errOut, code := e.Fleet("", "run", "--headless", "--resume", sessions[0].ID); code == 0 || !strings.Contains(errOut, "served by another fleet process") {
 		t.Fatalf("resume a session that is being served: %d %s", code, errOut)
 	}
 	have := map[string]bool{}
@@ -187,12 +166,12 @@ func TestKill9ThenResumeKeepsWhatClientsWereTold(t *testing.T) {
 	// The pending task queued again and ran on a new worker (possibly
 	// before this console attached, then it is in the hydrate).
 	if !have["w3|requeued"] {
-		s2.waitFor("requeued task ran", func(m protocol.Message) bool {
+		s2.WaitFor("requeued task ran", func(m protocol.Message) bool {
 			tr, ok := m.(*protocol.Transcript)
 			return ok && tr.Text == "requeued" && tr.Agent == "w3"
 		})
 	}
-	fs := s2.waitFor("fleetState", func(m protocol.Message) bool {
+	fs := s2.WaitFor("fleetState", func(m protocol.Message) bool {
 		fs, ok := m.(*protocol.FleetState)
 		return ok && fs.Tasks.Done == 2
 	}).(*protocol.FleetState)
@@ -207,50 +186,29 @@ func TestKill9ThenResumeKeepsWhatClientsWereTold(t *testing.T) {
 	}
 	// New tasks continue the numbering.
 	c2.Prompt("$ echo fresh")
-	s2.waitFor("t4", func(m protocol.Message) bool {
+	s2.WaitFor("t4", func(m protocol.Message) bool {
 		h, ok := m.(*protocol.HubEvent)
 		return ok && h.Kind == "task.created" && strings.HasPrefix(h.Text, "t4:")
 	})
-	d2.stop()
+	d2.Stop()
 
-	if _, errOut, code := e.fleet("", "run", "--headless", "--resume", sessions[0].ID, "--native-root"); code == 0 || !strings.Contains(errOut, "the session is legacy") {
+	if _, errOut, code := e.Fleet("", "run", "--headless", "--resume", sessions[0].ID, "--native-root"); code == 0 || !strings.Contains(errOut, "the session is legacy") {
 		t.Fatalf("resume a legacy session with --native-root: %d %s", code, errOut)
 	}
-	if _, errOut, code := e.fleet("", "run", "--headless", "--resume", "nope"); code == 0 || !strings.Contains(errOut, "no saved session") {
+	if _, errOut, code := e.Fleet("", "run", "--headless", "--resume", "nope"); code == 0 || !strings.Contains(errOut, "no saved session") {
 		t.Fatalf("resume unknown: %d %s", code, errOut)
 	}
 }
 
-// markedProcesses lists the live processes (zombies excluded) whose
-// environment marks them with session (Linux: /proc; elsewhere nil).
-func markedProcesses(session string) []int {
-	entries, _ := os.ReadDir("/proc")
-	var pids []int
-	for _, e := range entries {
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
-		}
-		env, err := os.ReadFile("/proc/" + e.Name() + "/environ")
-		if err != nil || !strings.Contains("\x00"+string(env), "\x00"+provider.SessionEnv+"="+session+"\x00") {
-			continue
-		}
-		if stat, err := os.ReadFile("/proc/" + e.Name() + "/stat"); err == nil && !strings.Contains(string(stat), ") Z ") {
-			pids = append(pids, pid)
-		}
-	}
-	return pids
-}
-
 func TestTwoFleetsInOneRepository(t *testing.T) {
-	e := newEnv(t)
-	e.gitRepo()
-	a := e.start("--control-socket", "--name", "a")
-	b := e.start("--control-socket", "--name", "b")
-	ca, cb := a.dial(protocol.ClientOther, "a"), b.dial(protocol.ClientOther, "b")
-	sa, sb := watch(t, ca), watch(t, cb)
-	sa.waitFor("replayEnd", isType(protocol.TypeReplayEnd))
-	sb.waitFor("replayEnd", isType(protocol.TypeReplayEnd))
+	e := e2etest.NewEnv(t)
+	e.GitRepo()
+	a := e.Start("--control-socket", "--name", "a")
+	b := e.Start("--control-socket", "--name", "b")
+	ca, cb := a.Dial(protocol.ClientOther, "a"), b.Dial(protocol.ClientOther, "b")
+	sa, sb := e2etest.Watch(t, ca), e2etest.Watch(t, cb)
+	sa.WaitFor("replayEnd", e2etest.IsType(protocol.TypeReplayEnd))
+	sb.WaitFor("replayEnd", e2etest.IsType(protocol.TypeReplayEnd))
 	// Both fleets start workers "w1".."w3" at once in the same repository.
 	for _, c := range []interface{ Prompt(string) (string, error) }{ca, cb} {
 		if _, err := c.Prompt("$ echo x > f1; pwd\n$ echo y > f2; pwd\n$ echo z > f3; pwd"); err != nil {
@@ -258,11 +216,11 @@ func TestTwoFleetsInOneRepository(t *testing.T) {
 		}
 	}
 	dirs := map[string]bool{}
-	for _, s := range []*stream{sa, sb} {
+	for _, s := range []*e2etest.Stream{sa, sb} {
 		for range 3 {
-			tr := s.waitFor("pwd", func(m protocol.Message) bool {
+			tr := s.WaitFor("pwd", func(m protocol.Message) bool {
 				tr, ok := m.(*protocol.Transcript)
-				return ok && strings.HasPrefix(tr.Text, filepath.Join(e.home, "worktrees"))
+				return ok && strings.HasPrefix(tr.Text, filepath.Join(e.Home, "worktrees"))
 			}).(*protocol.Transcript)
 			dirs[tr.Text] = true
 		}
@@ -270,41 +228,41 @@ func TestTwoFleetsInOneRepository(t *testing.T) {
 	if len(dirs) != 6 {
 		t.Fatalf("6 workers should have 6 worktrees: %v", dirs)
 	}
-	for _, s := range []*stream{sa, sb} {
-		s.waitFor("all done", func(m protocol.Message) bool {
+	for _, s := range []*e2etest.Stream{sa, sb} {
+		s.WaitFor("all done", func(m protocol.Message) bool {
 			fs, ok := m.(*protocol.FleetState)
 			return ok && fs.Tasks.Done == 3
 		})
 	}
-	a.stop()
-	b.stop()
+	a.Stop()
+	b.Stop()
 }
 
 func TestResumeAfterTheRepositoryMoved(t *testing.T) {
-	e := newEnv(t)
-	e.gitRepo()
-	d := e.start("--control-socket")
-	c := d.dial(protocol.ClientOther, "before")
-	s := watch(t, c)
-	s.waitFor("replayEnd", isType(protocol.TypeReplayEnd))
+	e := e2etest.NewEnv(t)
+	e.GitRepo()
+	d := e.Start("--control-socket")
+	c := d.Dial(protocol.ClientOther, "before")
+	s := e2etest.Watch(t, c)
+	s.WaitFor("replayEnd", e2etest.IsType(protocol.TypeReplayEnd))
 	c.Prompt("$ echo before-move")
-	s.waitFor("done", func(m protocol.Message) bool {
+	s.WaitFor("done", func(m protocol.Message) bool {
 		h, ok := m.(*protocol.HubEvent)
 		return ok && h.Kind == "completed"
 	})
 	id := c.Welcome().SessionID
-	d.stop()
+	d.Stop()
 
-	moved := e.cwd + "-moved"
-	if err := os.Rename(e.cwd, moved); err != nil {
+	moved := e.Dir + "-moved"
+	if err := os.Rename(e.Dir, moved); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { os.RemoveAll(moved) })
-	e2 := &env{t: t, home: e.home, cwd: moved}
-	d2 := e2.start("--control-socket", "--resume", id)
-	c2 := d2.dial(protocol.ClientOther, "after")
-	s2 := watch(t, c2)
-	hyd := s2.waitFor("hydrate", isType(protocol.TypeHydrate)).(*protocol.Hydrate)
+	e2 := &e2etest.Env{T: t, Home: e.Home, Dir: moved}
+	d2 := e2.Start("--control-socket", "--resume", id)
+	c2 := d2.Dial(protocol.ClientOther, "after")
+	s2 := e2etest.Watch(t, c2)
+	hyd := s2.WaitFor("hydrate", e2etest.IsType(protocol.TypeHydrate)).(*protocol.Hydrate)
 	noted := false
 	for _, cv := range hyd.Conversation {
 		noted = noted || strings.Contains(cv.Text, "now runs in "+moved)
@@ -313,23 +271,23 @@ func TestResumeAfterTheRepositoryMoved(t *testing.T) {
 		t.Fatalf("no note about the move: %+v", hyd.Conversation)
 	}
 	c2.Prompt("$ cat README; pwd")
-	s2.waitFor("new worktree from the moved repository", func(m protocol.Message) bool {
+	s2.WaitFor("new worktree from the moved repository", func(m protocol.Message) bool {
 		tr, ok := m.(*protocol.Transcript)
 		return ok && tr.Text == "hello" && tr.Agent == "w2"
 	})
-	d2.stop()
+	d2.Stop()
 }
 
 func TestRepositoryWithoutCommitsRunsInPlace(t *testing.T) {
-	requireTool(t, "git")
-	e := newEnv(t)
-	if out, err := exec.Command("git", "-C", e.cwd, "init", "-q").CombinedOutput(); err != nil {
+	e2etest.RequireTool(t, "git")
+	e := e2etest.NewEnv(t)
+	if out, err := exec.Command("git", "-C", e.Dir, "init", "-q").CombinedOutput(); err != nil {
 		t.Fatalf("%v %s", err, out)
 	}
-	d := e.start("--control-socket")
-	c := d.dial(protocol.ClientOther, "x")
-	s := watch(t, c)
-	s.waitFor("note", func(m protocol.Message) bool {
+	d := e.Start("--control-socket")
+	c := d.Dial(protocol.ClientOther, "x")
+	s := e2etest.Watch(t, c)
+	s.WaitFor("note", func(m protocol.Message) bool {
 		h, ok := m.(*protocol.Hydrate)
 		if !ok {
 			return false
@@ -343,9 +301,9 @@ func TestRepositoryWithoutCommitsRunsInPlace(t *testing.T) {
 		return false
 	})
 	c.Prompt("$ pwd")
-	s.waitFor("ran in cwd", func(m protocol.Message) bool {
+	s.WaitFor("ran in cwd", func(m protocol.Message) bool {
 		tr, ok := m.(*protocol.Transcript)
-		return ok && tr.Text == e.cwd
+		return ok && tr.Text == e.Dir
 	})
-	d.stop()
+	d.Stop()
 }

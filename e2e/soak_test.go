@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agents-fleet/fleet/e2e/e2etest"
 	"github.com/agents-fleet/fleet/internal/testwait"
 	"github.com/agents-fleet/fleet/protocol"
 	"github.com/agents-fleet/fleet/store"
@@ -28,7 +29,7 @@ func TestKill9Soak(t *testing.T) {
 	if rounds <= 0 {
 		t.Skip("set FLEET_SOAK=N to run N kill -9 rounds (scripts/kill9-soak.sh)")
 	}
-	e := newEnv(t)
+	e := e2etest.NewEnv(t)
 	session := ""
 	acked := map[string]map[string]any{} // operationId → body, across rounds
 	ackedRev := map[string]int64{}
@@ -37,8 +38,8 @@ func TestKill9Soak(t *testing.T) {
 		if session != "" {
 			args = []string{"--control-socket", "--resume", session}
 		}
-		d := e.start(args...)
-		w := d.dial(protocol.ClientOther, "witness")
+		d := e.Start(args...)
+		w := d.Dial(protocol.ClientOther, "witness")
 		if session == "" {
 			session = w.Welcome().SessionID
 		}
@@ -91,14 +92,14 @@ func TestKill9Soak(t *testing.T) {
 			defer mu.Unlock()
 			return len(told) >= want
 		})
-		d.cmd.Process.Signal(syscall.SIGKILL)
-		<-d.done
+		d.Cmd.Process.Signal(syscall.SIGKILL)
+		<-d.Done
 		close(stop)
 		storm.Wait()
 		w.Close()
 		<-witnessDone
 
-		stored := storedLines(t, e.home, session)
+		stored := storedLines(t, e.Home, session)
 		mu.Lock()
 		for line := range told {
 			if !stored[line] {
@@ -115,9 +116,9 @@ func TestKill9Soak(t *testing.T) {
 // A clean shutdown in the middle of a flood loses nothing that was told and
 // leaves no files behind.
 func TestCleanShutdownUnderLoad(t *testing.T) {
-	e := newEnv(t)
-	d := e.start("--control-socket")
-	w := d.dial(protocol.ClientOther, "witness")
+	e := e2etest.NewEnv(t)
+	d := e.Start("--control-socket")
+	w := d.Dial(protocol.ClientOther, "witness")
 	session := w.Welcome().SessionID
 	told := map[string]bool{}
 	var mu sync.Mutex
@@ -143,22 +144,22 @@ func TestCleanShutdownUnderLoad(t *testing.T) {
 		return len(told) >= 20000
 	})
 	start := time.Now()
-	d.stop() // SIGTERM; fails unless the exit is clean
+	d.Stop() // SIGTERM; fails unless the exit is clean
 	t.Logf("shutdown under load took %s", time.Since(start))
 	<-closed
-	for _, p := range []string{d.desc.SocketPath, d.desc.TokenPath, filepath.Join(e.home, "sockets", d.desc.ID+".json")} {
+	for _, p := range []string{d.Desc.SocketPath, d.Desc.TokenPath, filepath.Join(e.Home, "sockets", d.Desc.ID+".json")} {
 		if _, err := os.Stat(p); err == nil {
 			t.Errorf("%s left behind", p)
 		}
 	}
 	// The transcript log was moved into the database and deleted.
-	if logs, _ := filepath.Glob(filepath.Join(e.home, "state", "fleet.db-transcripts", "*")); len(logs) != 0 {
+	if logs, _ := filepath.Glob(filepath.Join(e.Home, "state", "fleet.db-transcripts", "*")); len(logs) != 0 {
 		t.Errorf("transcript log or its lock left behind: %v", logs)
 	}
-	if locks, _ := filepath.Glob(filepath.Join(e.home, "state", "sessions", "*.lock")); len(locks) != 0 {
+	if locks, _ := filepath.Glob(filepath.Join(e.Home, "state", "sessions", "*.lock")); len(locks) != 0 {
 		t.Errorf("session lock left behind: %v", locks)
 	}
-	stored := storedLines(t, e.home, session)
+	stored := storedLines(t, e.Home, session)
 	mu.Lock()
 	defer mu.Unlock()
 	if len(told) < 20000 {

@@ -22,6 +22,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agents-fleet/fleet/e2e/e2etest"
 	"github.com/agents-fleet/fleet/internal/modelmock"
 	"github.com/agents-fleet/fleet/protocol"
 	"github.com/agents-fleet/fleet/provider"
@@ -79,13 +80,13 @@ func TestOvernight(t *testing.T) {
 	defer func() { mu.Lock(); mock.Close(); mu.Unlock() }()
 	addr := strings.TrimPrefix(mock.URL(), "http://")
 
-	e := newEnv(t)
-	e.config(map[string]any{"agentStallTimeoutMs": 4000, "workerMemoryMiB": 700},
+	e := e2etest.NewEnv(t)
+	e.Config(map[string]any{"agentStallTimeoutMs": 4000, "workerMemoryMiB": 700},
 		map[string]any{"providers": map[string]any{"claude": map[string]any{"path": bin, "env": map[string]string{
 			"HOME": t.TempDir(), "ANTHROPIC_BASE_URL": mock.URL(), "ANTHROPIC_API_KEY": "sk-test"}}}})
-	d := e.start("--control-socket", "--provider", "claude", "--workers", "4", "--name", "overnight")
-	cmd := d.cmd
-	c := d.dial(protocol.ClientOther, "soak")
+	d := start(e, "--control-socket", "--provider", "claude", "--workers", "4", "--name", "overnight")
+	cmd := d.Cmd
+	c := d.Dial(protocol.ClientOther, "soak")
 	session := c.Welcome().SessionID
 
 	// The operator: approves every confirm, answers every permission prompt
@@ -257,7 +258,7 @@ func TestOvernight(t *testing.T) {
 	}
 	// The daemon never restarted: the same process, still serving.
 	select {
-	case <-d.done:
+	case <-d.Done:
 		t.Fatal("the fleet exited during the soak")
 	default:
 	}

@@ -15,15 +15,16 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agents-fleet/fleet/e2e/e2etest"
 	"github.com/agents-fleet/fleet/internal/modelmock"
 	"github.com/agents-fleet/fleet/protocol"
 )
 
 // workerOf waits for a fleetState in which worker id satisfies ok.
-func workerOf(s *stream, what, id string, ok func(protocol.FleetWorkerSummary) bool) protocol.FleetWorkerSummary {
-	s.t.Helper()
+func workerOf(s *e2etest.Stream, what, id string, ok func(protocol.FleetWorkerSummary) bool) protocol.FleetWorkerSummary {
+	s.T.Helper()
 	var got protocol.FleetWorkerSummary
-	s.waitLong(what, func(m protocol.Message) bool {
+	s.WaitLong(what, func(m protocol.Message) bool {
 		fs, isState := m.(*protocol.FleetState)
 		if !isState {
 			return false
@@ -41,10 +42,10 @@ func workerOf(s *stream, what, id string, ok func(protocol.FleetWorkerSummary) b
 
 // taskWaits waits for a fleetState in which task id waits with a reason
 // containing want.
-func taskWaits(s *stream, id, want string) string {
-	s.t.Helper()
+func taskWaits(s *e2etest.Stream, id, want string) string {
+	s.T.Helper()
 	var reason string
-	s.waitLong(id+" waiting: "+want, func(m protocol.Message) bool {
+	s.WaitLong(id+" waiting: "+want, func(m protocol.Message) bool {
 		fs, ok := m.(*protocol.FleetState)
 		if !ok {
 			return false
@@ -64,32 +65,32 @@ func taskWaits(s *stream, id, want string) string {
 // the machine has, a task waits and says why; /limits lists the session's
 // limits, and lowering the bar with /limits starts it.
 func TestTasksWaitForMemoryUntilTheLimitIsLowered(t *testing.T) {
-	e := newEnv(t)
-	os.WriteFile(filepath.Join(e.home, "config.json"), []byte(`{"limits": {"stallGraceMs": 5000, "minFreeMemoryMiB": 1048576}}`), 0o600)
-	d := e.start("--control-socket")
-	c := d.dial(protocol.ClientREPL, "op")
-	s := watch(t, c)
-	s.waitFor("replayEnd", isType(protocol.TypeReplayEnd))
+	e := e2etest.NewEnv(t)
+	os.WriteFile(filepath.Join(e.Home, "config.json"), []byte(`{"limits": {"stallGraceMs": 5000, "minFreeMemoryMiB": 1048576}}`), 0o600)
+	d := start(e, "--control-socket")
+	c := d.Dial(protocol.ClientREPL, "op")
+	s := e2etest.Watch(t, c)
+	s.WaitLong("replayEnd", e2etest.IsType(protocol.TypeReplayEnd))
 	c.Prompt("$ echo ran-at-last")
 	reason := taskWaits(s, "t1", "waiting for memory: ")
 	if !strings.HasSuffix(reason, "MiB free, keeping 1048576") {
 		t.Fatalf("wait reason %q", reason)
 	}
 	c.Prompt("/tasks")
-	s.waitLong("/tasks shows the wait", replyContaining("(waits: waiting for memory: "))
+	s.WaitLong("/tasks shows the wait", e2etest.ReplyContaining("(waits: waiting for memory: "))
 	c.Prompt("/limits")
-	r := s.waitLong("/limits", replyContaining("minFreeMemoryMiB")).(*protocol.Reply)
+	r := s.WaitLong("/limits", e2etest.ReplyContaining("minFreeMemoryMiB")).(*protocol.Reply)
 	if !strings.Contains(r.Text, "1048576 MiB") || !strings.Contains(r.Text, "workerMemoryMiB") || !strings.Contains(r.Text, "Memory the fleet may use now:") {
 		t.Fatalf("/limits: %s", r.Text)
 	}
 	c.Prompt("/limits minFreeMemoryMiB 64")
-	s.waitLong("the change", replyContaining("minFreeMemoryMiB is 64 for this session."))
-	s.waitLong("t1 done", hubFrom("w1", protocol.HubCompleted))
+	s.WaitLong("the change", e2etest.ReplyContaining("minFreeMemoryMiB is 64 for this session."))
+	s.WaitLong("t1 done", e2etest.HubIs("w1", protocol.HubCompleted))
 	c.Prompt("/limits minFreeMemoryMiB lots")
-	s.waitLong("a bad value refused", replyContaining("must be a whole number"))
+	s.WaitLong("a bad value refused", e2etest.ReplyContaining("must be a whole number"))
 	c.Prompt("/limits")
-	s.waitLong("/limits after the change", replyContaining("64 MiB"))
-	d.stop()
+	s.WaitLong("/limits after the change", e2etest.ReplyContaining("64 MiB"))
+	stop(d)
 }
 
 // A worker whose process tree holds more than limits.workerMemoryMiB is
@@ -97,13 +98,13 @@ func TestTasksWaitForMemoryUntilTheLimitIsLowered(t *testing.T) {
 // memory is in fleetState (rssBytes); the task's processes have a higher
 // oom_score_adj than the fleet.
 func TestWorkerOverMemoryIsStopped(t *testing.T) {
-	e := newEnv(t)
-	e.gitRepo()
-	os.WriteFile(filepath.Join(e.home, "config.json"), []byte(`{"limits": {"stallGraceMs": 5000, "workerMemoryMiB": 100}}`), 0o600)
-	d := e.start("--control-socket")
-	c := d.dial(protocol.ClientREPL, "op")
-	s := watch(t, c)
-	s.waitFor("replayEnd", isType(protocol.TypeReplayEnd))
+	e := e2etest.NewEnv(t)
+	e.GitRepo()
+	os.WriteFile(filepath.Join(e.Home, "config.json"), []byte(`{"limits": {"stallGraceMs": 5000, "workerMemoryMiB": 100}}`), 0o600)
+	d := start(e, "--control-socket")
+	c := d.Dial(protocol.ClientREPL, "op")
+	s := e2etest.Watch(t, c)
+	s.WaitLong("replayEnd", e2etest.IsType(protocol.TypeReplayEnd))
 	session := c.Welcome().SessionID
 	// w1 runs on while w2 is stopped.
 	c.Prompt("$ sleep 600")
@@ -111,7 +112,7 @@ func TestWorkerOverMemoryIsStopped(t *testing.T) {
 	if w1.State != protocol.WorkerStateWorking {
 		t.Fatalf("w1: state %q", w1.State)
 	}
-	daemonAdj := oomScoreAdj(t, d.cmd.Process.Pid)
+	daemonAdj := oomScoreAdj(t, d.Cmd.Process.Pid)
 	pids := markedPids(t, "AGENTS_FLEET_SESSION="+session, "AGENTS_FLEET_WORKER=w1")
 	if len(pids) == 0 {
 		t.Fatal("no process of w1 found")
@@ -132,7 +133,7 @@ func TestWorkerOverMemoryIsStopped(t *testing.T) {
 	}
 	// w2 holds about 200 MiB in a shell variable.
 	c.Prompt(`$ echo started > big.txt; x=$(head -c 200000000 /dev/zero | tr '\0' a); sleep 600`)
-	s.waitLong("w2 stopped", func(m protocol.Message) bool {
+	s.WaitLong("w2 stopped", func(m protocol.Message) bool {
 		h, ok := m.(*protocol.HubEvent)
 		return ok && h.From == "w2" && h.Kind == protocol.HubFailed && strings.Contains(h.Text, "over limits.workerMemoryMiB (100 MiB)")
 	})
@@ -141,14 +142,14 @@ func TestWorkerOverMemoryIsStopped(t *testing.T) {
 		t.Fatalf("w2's reason: %q", w2.StateReason)
 	}
 	// Its work is kept: committed on its branch when it settled.
-	gitOf(s, "w2's work kept", "w2", func(g *protocol.WorkerGit) bool { return g.FilesChanged > 0 })
+	e2etest.GitOf(s, "w2's work kept", "w2", func(g *protocol.WorkerGit) bool { return g.FilesChanged > 0 })
 	// w1 and the fleet go on.
 	workerOf(s, "w1 still working", "w1", func(w protocol.FleetWorkerSummary) bool { return w.State == protocol.WorkerStateWorking })
 	c.Prompt("/workers")
-	s.waitLong("/workers shows the failure", replyContaining("[failed: stopped: its processes held"))
+	s.WaitLong("/workers shows the failure", e2etest.ReplyContaining("[failed: stopped: its processes held"))
 	c.Prompt("/cancel w1")
-	s.waitLong("w1 cancelled", hubFrom("w1", protocol.HubFailed))
-	d.stop()
+	s.WaitLong("w1 cancelled", e2etest.HubIs("w1", protocol.HubFailed))
+	stop(d)
 }
 
 func oomScoreAdj(t *testing.T, pid int) int {
@@ -194,20 +195,20 @@ func markedPids(t *testing.T, marks ...string) []int {
 // on a prompt (issue 26): true from the prompt until its reply, false
 // while only its workers run — here while both wait for permission.
 func TestClaudeCoordinatorProcessingEndsWithItsReply(t *testing.T) {
-	ae := agentEnv(t, "claude", coordinatorScript(), nil)
-	d := ae.start("--control-socket", "--provider", "claude", "--workers", "2")
-	s := watch(t, d.dial(protocol.ClientOther, "watcher"))
-	c := d.dial(protocol.ClientOther, "op")
-	s.waitFor("replayEnd", isType(protocol.TypeReplayEnd))
+	ae := e2etest.NewAgentEnv(t, "claude", coordinatorScript())
+	d := start(ae.Env, "--control-socket", "--provider", "claude", "--workers", "2")
+	s := e2etest.Watch(t, d.Dial(protocol.ClientOther, "watcher"))
+	c := d.Dial(protocol.ClientOther, "op")
+	s.WaitLong("replayEnd", e2etest.IsType(protocol.TypeReplayEnd))
 	c.Send(&protocol.Prompt{Text: "Add a greeting and a farewell to the repo"})
-	s.waitLong("the coordinator's reply", isType(protocol.TypeReply))
+	s.WaitLong("the coordinator's reply", e2etest.IsType(protocol.TypeReply))
 	var asks []*protocol.AskRequest
 	for len(asks) < 2 {
-		asks = append(asks, s.waitLong("permission prompts", isType(protocol.TypeAskRequest)).(*protocol.AskRequest))
+		asks = append(asks, s.WaitLong("permission prompts", e2etest.IsType(protocol.TypeAskRequest)).(*protocol.AskRequest))
 	}
 	// Both workers are live, each waiting for the operator; the
 	// coordinator has answered: it is not processing.
-	fs := s.waitLong("fleetState with the workers waiting and the coordinator done", func(m protocol.Message) bool {
+	fs := s.WaitLong("fleetState with the workers waiting and the coordinator done", func(m protocol.Message) bool {
 		fs, ok := m.(*protocol.FleetState)
 		if !ok || fs.Coordinator.IsProcessing {
 			return false
@@ -223,15 +224,15 @@ func TestClaudeCoordinatorProcessingEndsWithItsReply(t *testing.T) {
 	if fs.Coordinator.StaleMs != nil {
 		t.Fatalf("staleMs %d while the coordinator is not processing", *fs.Coordinator.StaleMs)
 	}
-	s.waitLong("status not processing", func(m protocol.Message) bool {
+	s.WaitLong("status not processing", func(m protocol.Message) bool {
 		st, ok := m.(*protocol.Status)
 		return ok && !st.Processing
 	})
 	for _, a := range asks {
 		c.Send(&protocol.AskResponse{ID: a.ID, Text: "allow"})
 	}
-	s.waitLong("a worker settles", hubFrom("w1", protocol.HubCompleted))
-	d.stop()
+	s.WaitLong("a worker settles", e2etest.HubIs("w1", protocol.HubCompleted))
+	stop(d)
 }
 
 // A hung model request is healed (issue 26): the turn is interrupted and
@@ -245,29 +246,29 @@ func TestClaudeStallIsHealed(t *testing.T) {
 		{Name: "nudged", Match: "continue", Turns: []modelmock.Turn{{Hang: true}}},
 		{Name: "hang-once", Match: "hang-once:", Turns: []modelmock.Turn{{Hang: true}}},
 	}}
-	ae := agentEnv(t, "claude", script, map[string]any{"agentStallTimeoutMs": 3000})
-	d := ae.start("--control-socket", "--provider", "claude")
-	s := watch(t, d.dial(protocol.ClientOther, "w"))
-	c := d.dial(protocol.ClientOther, "op")
-	s.waitFor("replayEnd", isType(protocol.TypeReplayEnd))
+	ae := e2etest.NewAgentEnv(t, "claude", script, map[string]any{"agentStallTimeoutMs": 3000})
+	d := start(ae.Env, "--control-socket", "--provider", "claude")
+	s := e2etest.Watch(t, d.Dial(protocol.ClientOther, "w"))
+	c := d.Dial(protocol.ClientOther, "op")
+	s.WaitLong("replayEnd", e2etest.IsType(protocol.TypeReplayEnd))
 	c.Send(&protocol.Prompt{Text: "/spawn hang-once: do the thing"})
-	first := s.waitLong("the first healing", hubFrom("w1", protocol.HubStalled)).(*protocol.HubEvent)
+	first := s.WaitLong("the first healing", e2etest.HubIs("w1", protocol.HubStalled)).(*protocol.HubEvent)
 	if !strings.Contains(first.Text, "told it to continue (attempt 1 of 2)") || !strings.Contains(first.Text, "agentStallTimeoutMs") {
 		t.Fatalf("first healing: %q", first.Text)
 	}
 	workerOf(s, "w1 shown stalled", "w1", func(w protocol.FleetWorkerSummary) bool {
 		return w.State == protocol.WorkerStateStalled && strings.Contains(w.StateReason, "attempt 1 of 2")
 	})
-	second := s.waitLong("the second healing", hubFrom("w1", protocol.HubStalled)).(*protocol.HubEvent)
+	second := s.WaitLong("the second healing", e2etest.HubIs("w1", protocol.HubStalled)).(*protocol.HubEvent)
 	if !strings.Contains(second.Text, "resumed its session in a new one (attempt 2 of 2)") {
 		t.Fatalf("second healing: %q", second.Text)
 	}
-	s.waitLong("the resumed session's answer", func(m protocol.Message) bool {
+	s.WaitLong("the resumed session's answer", func(m protocol.Message) bool {
 		tr, ok := m.(*protocol.Transcript)
 		return ok && tr.Agent == "w1" && tr.Text == "recovered after the resume"
 	})
-	s.waitLong("w1 completes", hubFrom("w1", protocol.HubCompleted))
-	d.stop()
+	s.WaitLong("w1 completes", e2etest.HubIs("w1", protocol.HubCompleted))
+	stop(d)
 }
 
 // A rate limit is waited out (issue 26): the endpoint answers 429 with
@@ -286,13 +287,13 @@ func TestRateLimitIsWaitedOut(t *testing.T) {
 				}},
 				{Name: "second", Match: "second:", Turns: []modelmock.Turn{{Text: "second done", Usage: u}}},
 			}}
-			ae := agentEnv(t, name, script, nil)
-			d := ae.start("--control-socket", "--provider", name)
-			s := watch(t, d.dial(protocol.ClientOther, "w"))
-			c := d.dial(protocol.ClientOther, "op")
-			s.waitFor("replayEnd", isType(protocol.TypeReplayEnd))
+			ae := e2etest.NewAgentEnv(t, name, script)
+			d := start(ae.Env, "--control-socket", "--provider", name)
+			s := e2etest.Watch(t, d.Dial(protocol.ClientOther, "w"))
+			c := d.Dial(protocol.ClientOther, "op")
+			s.WaitLong("replayEnd", e2etest.IsType(protocol.TypeReplayEnd))
 			c.Send(&protocol.Prompt{Text: "/spawn limited: do it"})
-			held := s.waitLong(name+" held", func(m protocol.Message) bool {
+			held := s.WaitLong(name+" held", func(m protocol.Message) bool {
 				h, ok := m.(*protocol.HubEvent)
 				return ok && h.Kind == protocol.HubRateLimited
 			}).(*protocol.HubEvent)
@@ -304,7 +305,7 @@ func TestRateLimitIsWaitedOut(t *testing.T) {
 				t.Fatalf("w1: %+v", w1)
 			}
 			c.Send(&protocol.Prompt{Text: "/workers"})
-			s.waitLong("/workers shows the limit", replyContaining("[rate-limited until "+time.UnixMilli(w1.RateLimitedUntil).Format("15:04")))
+			s.WaitLong("/workers shows the limit", e2etest.ReplyContaining("[rate-limited until "+time.UnixMilli(w1.RateLimitedUntil).Format("15:04")))
 			// Another task of the provider waits for the limit to end.
 			c.Send(&protocol.Prompt{Text: "/spawn second: then this"})
 			if reason := taskWaits(s, "t2", "rate-limited"); !strings.HasPrefix(reason, "waiting: "+name+" is rate-limited until ") {
@@ -312,7 +313,7 @@ func TestRateLimitIsWaitedOut(t *testing.T) {
 			}
 			resumed, spawnedEarly := false, false
 			answered, done := false, map[string]bool{}
-			s.waitLong("w1 through, the limit ended, w2 started after it, both done", func(m protocol.Message) bool {
+			s.WaitLong("w1 through, the limit ended, w2 started after it, both done", func(m protocol.Message) bool {
 				switch m := m.(type) {
 				case *protocol.Transcript:
 					answered = answered || m.Agent == "w1" && m.Text == "through after the limit"
@@ -331,7 +332,7 @@ func TestRateLimitIsWaitedOut(t *testing.T) {
 			if spawnedEarly {
 				t.Fatal("w2 started before the provider's limit ended")
 			}
-			d.stop()
+			stop(d)
 		})
 	}
 }
@@ -343,17 +344,17 @@ func TestRateLimitPastTheMaxWaitFails(t *testing.T) {
 	script := modelmock.Script{Rules: []modelmock.Rule{
 		{Name: "limited", Match: "limited:", Turns: []modelmock.Turn{{Status: 429, ErrorMessage: "rate limited, no reset given"}}},
 	}}
-	ae := agentEnv(t, "claude", script, map[string]any{"rateLimitMaxWaitMs": 30000})
-	d := ae.start("--control-socket", "--provider", "claude")
-	s := watch(t, d.dial(protocol.ClientOther, "w"))
-	c := d.dial(protocol.ClientOther, "op")
-	s.waitFor("replayEnd", isType(protocol.TypeReplayEnd))
+	ae := e2etest.NewAgentEnv(t, "claude", script, map[string]any{"rateLimitMaxWaitMs": 30000})
+	d := start(ae.Env, "--control-socket", "--provider", "claude")
+	s := e2etest.Watch(t, d.Dial(protocol.ClientOther, "w"))
+	c := d.Dial(protocol.ClientOther, "op")
+	s.WaitLong("replayEnd", e2etest.IsType(protocol.TypeReplayEnd))
 	c.Send(&protocol.Prompt{Text: "/spawn limited: do it"})
-	failed := s.waitLong("w1 fails", hubFrom("w1", protocol.HubFailed)).(*protocol.HubEvent)
+	failed := s.WaitLong("w1 fails", e2etest.HubIs("w1", protocol.HubFailed)).(*protocol.HubEvent)
 	if !strings.Contains(failed.Text, "429") || !strings.Contains(failed.Text, "past limits.rateLimitMaxWaitMs (30s)") {
 		t.Fatalf("w1 failed: %q", failed.Text)
 	}
-	d.stop()
+	stop(d)
 }
 
 // The model API failing after the CLI's own retries (503 three times:
@@ -365,22 +366,22 @@ func TestClaudeServerErrorIsResumed(t *testing.T) {
 		{Name: "resumed", Match: "continue", Turns: []modelmock.Turn{{Text: "recovered after the outage", Usage: u}}},
 		{Name: "flaky", Match: "flaky:", Turns: []modelmock.Turn{{Status: 503, ErrorMessage: "upstream is down"}}},
 	}}
-	ae := agentEnv(t, "claude", script, nil)
-	d := ae.start("--control-socket", "--provider", "claude")
-	s := watch(t, d.dial(protocol.ClientOther, "w"))
-	c := d.dial(protocol.ClientOther, "op")
-	s.waitFor("replayEnd", isType(protocol.TypeReplayEnd))
+	ae := e2etest.NewAgentEnv(t, "claude", script)
+	d := start(ae.Env, "--control-socket", "--provider", "claude")
+	s := e2etest.Watch(t, d.Dial(protocol.ClientOther, "w"))
+	c := d.Dial(protocol.ClientOther, "op")
+	s.WaitLong("replayEnd", e2etest.IsType(protocol.TypeReplayEnd))
 	c.Send(&protocol.Prompt{Text: "/spawn flaky: do it"})
-	healed := s.waitLong("the outage healed", hubFrom("w1", protocol.HubStalled)).(*protocol.HubEvent)
+	healed := s.WaitLong("the outage healed", e2etest.HubIs("w1", protocol.HubStalled)).(*protocol.HubEvent)
 	if !strings.Contains(healed.Text, "503") || !strings.Contains(healed.Text, "resuming it in 5s (attempt 1 of 2)") {
 		t.Fatalf("healing: %q", healed.Text)
 	}
-	s.waitLong("the resumed answer", func(m protocol.Message) bool {
+	s.WaitLong("the resumed answer", func(m protocol.Message) bool {
 		tr, ok := m.(*protocol.Transcript)
 		return ok && tr.Agent == "w1" && tr.Text == "recovered after the outage"
 	})
-	s.waitLong("w1 completes", hubFrom("w1", protocol.HubCompleted))
-	d.stop()
+	s.WaitLong("w1 completes", e2etest.HubIs("w1", protocol.HubCompleted))
+	stop(d)
 }
 
 // coordinatorScript: the coordinator spawns two workers through the
@@ -418,13 +419,13 @@ func TestCopilotLimitWaitedOutByTheFleet(t *testing.T) {
 			{Text: "through", Usage: u},
 		}},
 	}}
-	ae := agentEnv(t, "copilot", script, nil)
-	d := ae.start("--control-socket", "--provider", "copilot")
-	s := watch(t, d.dial(protocol.ClientOther, "w"))
-	c := d.dial(protocol.ClientOther, "op")
-	s.waitFor("replayEnd", isType(protocol.TypeReplayEnd))
+	ae := e2etest.NewAgentEnv(t, "copilot", script)
+	d := start(ae.Env, "--control-socket", "--provider", "copilot")
+	s := e2etest.Watch(t, d.Dial(protocol.ClientOther, "w"))
+	c := d.Dial(protocol.ClientOther, "op")
+	s.WaitLong("replayEnd", e2etest.IsType(protocol.TypeReplayEnd))
 	c.Send(&protocol.Prompt{Text: "/spawn limited: do it"})
-	held := s.waitLong("copilot held", func(m protocol.Message) bool {
+	held := s.WaitLong("copilot held", func(m protocol.Message) bool {
 		h, ok := m.(*protocol.HubEvent)
 		return ok && h.Kind == protocol.HubRateLimited
 	}).(*protocol.HubEvent)
@@ -435,10 +436,10 @@ func TestCopilotLimitWaitedOutByTheFleet(t *testing.T) {
 	if wait := time.Until(time.UnixMilli(w1.RateLimitedUntil)); wait < 30*time.Second || wait > 61*time.Second {
 		t.Fatalf("w1 rate-limited for %s; want the fleet's first wait, a minute", wait)
 	}
-	s.waitLong("the session continued", func(m protocol.Message) bool {
+	s.WaitLong("the session continued", func(m protocol.Message) bool {
 		tr, ok := m.(*protocol.Transcript)
 		return ok && tr.Agent == "w1" && strings.Contains(tr.Text, "carried on after the limit")
 	})
-	s.waitLong("w1 completes", hubFrom("w1", protocol.HubCompleted))
-	d.stop()
+	s.WaitLong("w1 completes", e2etest.HubIs("w1", protocol.HubCompleted))
+	stop(d)
 }

@@ -25,30 +25,14 @@ import (
 	"github.com/chromedp/chromedp/kb"
 
 	"github.com/agents-fleet/fleet/client"
+	"github.com/agents-fleet/fleet/e2e/e2etest"
 	"github.com/agents-fleet/fleet/internal/modelmock"
 	"github.com/agents-fleet/fleet/protocol"
 	"github.com/agents-fleet/fleet/registry"
 )
 
-var fleetBin string
-
-func TestMain(m *testing.M) {
-	dir, err := os.MkdirTemp("", "fleet-web")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	fleetBin = filepath.Join(dir, "fleet")
-	build := exec.Command("go", "build", "-o", fleetBin, "../../cmd/fleet")
-	build.Stdout, build.Stderr = os.Stdout, os.Stderr
-	if err := build.Run(); err != nil {
-		fmt.Fprintln(os.Stderr, "build fleet:", err)
-		os.Exit(1)
-	}
-	code := m.Run()
-	os.RemoveAll(dir)
-	os.Exit(code)
-}
+// TestMain builds the fleet binary the tests drive.
+func TestMain(m *testing.M) { e2etest.Main(m) }
 
 // bound bounds every wait: a browser and two fleet processes on a loaded
 // 2-core machine; a wait reaches it only when what it waits for never comes.
@@ -104,7 +88,7 @@ func (p *proc) errOut() string {
 
 func start(t *testing.T, home, dir string, args ...string) *proc {
 	t.Helper()
-	cmd := exec.Command(fleetBin, args...)
+	cmd := exec.Command(e2etest.Bin(), args...)
 	cmd.Dir = dir
 	cmd.Env = append(os.Environ(), "AGENTS_FLEET_HOME="+home)
 	p := &proc{cmd: cmd, lines: make(chan string, 100), done: make(chan struct{})}

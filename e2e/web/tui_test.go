@@ -13,6 +13,8 @@ import (
 
 	"github.com/charmbracelet/x/ansi"
 	"github.com/creack/pty"
+
+	"github.com/agents-fleet/fleet/e2e/e2etest"
 )
 
 // tui is `fleet console` on a pseudo-terminal: the second console of the
@@ -27,7 +29,7 @@ type tui struct {
 
 func startTUI(t *testing.T, e *env) *tui {
 	t.Helper()
-	cmd := exec.Command(fleetBin, "console")
+	cmd := exec.Command(e2etest.Bin(), "console")
 	cmd.Dir = e.cwd
 	cmd.Env = append(os.Environ(), "AGENTS_FLEET_HOME="+e.home, "TERM=xterm-256color")
 	f, err := pty.StartWithSize(cmd, &pty.Winsize{Rows: 40, Cols: 140})

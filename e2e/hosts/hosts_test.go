@@ -1,4 +1,4 @@
-package e2e
+package hosts
 
 import (
 	"encoding/json"
@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agents-fleet/fleet/e2e/e2etest"
 	"github.com/agents-fleet/fleet/internal/testwait"
 )
 
@@ -29,7 +30,7 @@ func requireRoot(t *testing.T) {
 		}
 		t.Skip("needs root (network namespaces)")
 	}
-	requireTool(t, "ip")
+	e2etest.RequireTool(t, "ip")
 }
 
 // ipCmd runs ip with args and fails the test if it fails.
@@ -77,8 +78,8 @@ func twoNamespaces(t *testing.T, tag, addrA, addrB string) (netns, netns) {
 }
 
 // in runs e's fleet commands in namespace ns.
-func (e *env) in(ns netns) *env {
-	e.wrap = []string{"ip", "netns", "exec", string(ns)}
+func in(e *e2etest.Env, ns netns) *e2etest.Env {
+	e.Wrap = []string{"ip", "netns", "exec", string(ns)}
 	return e
 }
 
@@ -97,15 +98,15 @@ type hostJSON struct {
 	} `json:"providers"`
 }
 
-func (e *env) hosts() []hostJSON {
-	e.t.Helper()
-	out, stderr, code := e.fleet("", "hosts", "--json")
+func listHosts(e *e2etest.Env) []hostJSON {
+	e.T.Helper()
+	out, stderr, code := e.Fleet("", "hosts", "--json")
 	if code != 0 {
-		e.t.Fatalf("fleet hosts --json: exit %d\n%s", code, stderr)
+		e.T.Fatalf("fleet hosts --json: exit %d\n%s", code, stderr)
 	}
 	var list []hostJSON
 	if err := json.Unmarshal([]byte(out), &list); err != nil {
-		e.t.Fatalf("fleet hosts --json: %v\n%s", err, out)
+		e.T.Fatalf("fleet hosts --json: %v\n%s", err, out)
 	}
 	return list
 }
@@ -120,17 +121,17 @@ func TestHostsJoinAcrossNamespaces(t *testing.T) {
 	nsA, nsB := twoNamespaces(t, "", "10.231.0.1/30", "10.231.0.2/30")
 	const hub = "10.231.0.1:7422"
 
-	fleet := newEnv(t).in(nsA)
-	d := fleet.start("--control-socket", "--hosts-listen", hub)
+	fleet := in(e2etest.NewEnv(t), nsA)
+	d := fleet.Start("--control-socket", "--hosts-listen", hub)
 	joinFile := filepath.Join(t.TempDir(), "h1.join")
-	if _, stderr, code := fleet.fleet("", "hosts", "add", "h1", "--slots", "3", "--labels", "gpu", "--out", joinFile); code != 0 ||
+	if _, stderr, code := fleet.Fleet("", "hosts", "add", "h1", "--slots", "3", "--labels", "gpu", "--out", joinFile); code != 0 ||
 		!strings.Contains(stderr, "h1 can join the running fleet now") {
 		t.Fatalf("fleet hosts add: exit %d\n%s", code, stderr)
 	}
 
 	// The host has a fleet home of its own: its config names the agent
 	// CLIs this machine has.
-	host := newEnv(t).in(nsB)
+	host := in(e2etest.NewEnv(t), nsB)
 	want := []string{"local"}
 	provs := map[string]map[string]string{}
 	for name, v := range map[string]string{"claude": "FLEET_TEST_CLAUDE_PATH", "codex": "FLEET_TEST_CODEX_PATH", "copilot": "FLEET_TEST_COPILOT_PATH"} {
@@ -141,21 +142,21 @@ func TestHostsJoinAcrossNamespaces(t *testing.T) {
 	}
 	slices.Sort(want)
 	cfg, _ := json.Marshal(map[string]any{"providers": provs})
-	if err := os.WriteFile(filepath.Join(host.home, "config.json"), cfg, 0o600); err != nil {
+	if err := os.WriteFile(filepath.Join(host.Home, "config.json"), cfg, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	join := host.spawn("join", joinFile, "--work-dir", filepath.Join(t.TempDir(), "work"))
+	join := host.Spawn("join", joinFile, "--work-dir", filepath.Join(t.TempDir(), "work"))
 
 	var h1 hostJSON
 	if !testwait.Until(time.Minute, func() bool {
-		list := fleet.hosts()
+		list := listHosts(fleet)
 		if len(list) != 1 {
 			return false
 		}
 		h1 = list[0]
 		return h1.State == "up" && len(h1.Providers) == len(want)
 	}) {
-		t.Fatalf("h1 not up with %v within a minute: %+v\nfleet:\n%s\njoin:\n%s", want, h1, d.stderr, join.stderr)
+		t.Fatalf("h1 not up with %v within a minute: %+v\nfleet:\n%s\njoin:\n%s", want, h1, d.Stderr, join.Stderr)
 	}
 	var got []string
 	for _, p := range h1.Providers {
@@ -170,29 +171,29 @@ func TestHostsJoinAcrossNamespaces(t *testing.T) {
 	}
 
 	t.Logf("h1: %+v", h1)
-	out, stderr, code := fleet.fleet("", "hosts", "remove", "h1")
+	out, stderr, code := fleet.Fleet("", "hosts", "remove", "h1")
 	if code != 0 || out != "h1 removed; the running fleet has cut it off\n" {
 		t.Fatalf("fleet hosts remove: exit %d %q\n%s", code, out, stderr)
 	}
 	testwait.For(t, time.Minute, "the host to be refused", func() bool {
-		return strings.Contains(join.stderr.String(), "the fleet refused this host's credential")
+		return strings.Contains(join.Stderr.String(), "the fleet refused this host's credential")
 	})
-	if list := fleet.hosts(); len(list) != 0 {
+	if list := listHosts(fleet); len(list) != 0 {
 		t.Fatalf("after remove: %+v", list)
 	}
-	if !strings.Contains(d.stderr.String(), `msg="host cut off" component=hosts host=h1 address=10.231.0.2`) {
-		t.Fatalf("the fleet did not log the cut:\n%s", d.stderr)
+	if !strings.Contains(d.Stderr.String(), `msg="host cut off" component=hosts host=h1 address=10.231.0.2`) {
+		t.Fatalf("the fleet did not log the cut:\n%s", d.Stderr)
 	}
 
 	// Both stop cleanly on SIGTERM.
-	join.cmd.Process.Signal(syscall.SIGTERM)
+	join.Cmd.Process.Signal(syscall.SIGTERM)
 	select {
-	case <-join.done:
-		if join.err != nil || !strings.Contains(join.stderr.String(), "fleet join: h1 stopped") {
-			t.Fatalf("fleet join exited with %v\n%s", join.err, join.stderr)
+	case <-join.Done:
+		if join.Err != nil || !strings.Contains(join.Stderr.String(), "fleet join: h1 stopped") {
+			t.Fatalf("fleet join exited with %v\n%s", join.Err, join.Stderr)
 		}
 	case <-time.After(20 * time.Second):
-		t.Fatalf("fleet join did not stop\n%s", join.stderr)
+		t.Fatalf("fleet join did not stop\n%s", join.Stderr)
 	}
-	d.stop()
+	d.Stop()
 }

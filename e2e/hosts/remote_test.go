@@ -1,6 +1,6 @@
 //go:build unix
 
-package e2e
+package hosts
 
 import (
 	"context"
@@ -17,6 +17,7 @@ import (
 
 	"github.com/agents-fleet/fleet/client"
 	fleetd "github.com/agents-fleet/fleet/daemon"
+	"github.com/agents-fleet/fleet/e2e/e2etest"
 	"github.com/agents-fleet/fleet/internal/testwait"
 	"github.com/agents-fleet/fleet/protocol"
 	"github.com/agents-fleet/fleet/store"
@@ -32,12 +33,12 @@ import (
 // namespace b.
 type remoteFleet struct {
 	t *testing.T
-	*env
-	d        *daemon
+	*e2etest.Env
+	d        *e2etest.Daemon
 	nsA, nsB netns
 	veth     string // the fleet's end of the link: down cuts it
 	c        *client.Conn
-	s        *stream
+	s        *e2etest.Stream
 	session  string
 }
 
@@ -47,30 +48,30 @@ type remoteFleet struct {
 func startRemoteFleet(t *testing.T, tag, subnet string, hosts map[string]any) *remoteFleet {
 	t.Helper()
 	requireRoot(t)
-	requireTool(t, "git")
+	e2etest.RequireTool(t, "git")
 	nsA, nsB := twoNamespaces(t, tag, subnet+".1/30", subnet+".2/30")
 	_, _, veth, _ := nsNames(tag)
-	e := newEnv(t).in(nsA)
-	e.gitRepo()
+	e := in(e2etest.NewEnv(t), nsA)
+	e.GitRepo()
 	cfg := map[string]any{"hosts": hosts}
-	if raceEnabled {
-		cfg["limits"] = map[string]any{"stallGraceMs": 5000} // as newEnv's
+	if e2etest.Race {
+		cfg["limits"] = map[string]any{"stallGraceMs": 5000} // as NewEnv's
 	}
 	data, _ := json.Marshal(cfg)
-	if err := os.WriteFile(filepath.Join(e.home, "config.json"), data, 0o600); err != nil {
+	if err := os.WriteFile(filepath.Join(e.Home, "config.json"), data, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	d := e.start("--control-socket", "--hosts-listen", subnet+".1:7422")
-	c := d.dial(protocol.ClientREPL, "op")
-	s := watch(t, c)
-	s.waitFor("replayEnd", isType(protocol.TypeReplayEnd))
-	f := &remoteFleet{t: t, env: e, d: d, nsA: nsA, nsB: nsB, veth: veth, c: c, s: s, session: c.Welcome().SessionID}
+	d := e.Start("--control-socket", "--hosts-listen", subnet+".1:7422")
+	c := d.Dial(protocol.ClientREPL, "op")
+	s := e2etest.Watch(t, c)
+	s.WaitFor("replayEnd", e2etest.IsType(protocol.TypeReplayEnd))
+	f := &remoteFleet{t: t, Env: e, d: d, nsA: nsA, nsB: nsB, veth: veth, c: c, s: s, session: c.Welcome().SessionID}
 	// A host killed with SIGKILL leaves its workers' processes behind (the
 	// local provider runs each in a process group of its own): none
 	// outlives the test. Registered before any host's, this runs after
 	// their `fleet join` are killed.
 	t.Cleanup(func() {
-		for _, pid := range markedProcesses(f.session) {
+		for _, pid := range e2etest.MarkedProcesses(f.session) {
 			syscall.Kill(pid, syscall.SIGKILL)
 		}
 	})
@@ -81,17 +82,17 @@ func startRemoteFleet(t *testing.T, tag, subnet string, hosts map[string]any) *r
 // work directory, and its `fleet join` when running.
 type workerHost struct {
 	name              string
-	env               *env // commands run in namespace b
+	env               *e2etest.Env // commands run in namespace b
 	joinFile, workDir string
-	join              *daemon
+	join              *e2etest.Daemon
 }
 
 // enrol enrols host name (fleet hosts add NAME args...) and joins it.
 func (f *remoteFleet) enrol(name string, args ...string) *workerHost {
 	f.t.Helper()
-	h := &workerHost{name: name, env: newEnv(f.t).in(f.nsB),
+	h := &workerHost{name: name, env: in(e2etest.NewEnv(f.t), f.nsB),
 		joinFile: filepath.Join(f.t.TempDir(), name+".join"), workDir: filepath.Join(f.t.TempDir(), "work")}
-	if _, stderr, code := f.fleet("", append([]string{"hosts", "add", name, "--out", h.joinFile}, args...)...); code != 0 {
+	if _, stderr, code := f.Fleet("", append([]string{"hosts", "add", name, "--out", h.joinFile}, args...)...); code != 0 {
 		f.t.Fatalf("fleet hosts add %s: exit %d\n%s", name, code, stderr)
 	}
 	f.joinHost(h)
@@ -101,7 +102,7 @@ func (f *remoteFleet) enrol(name string, args ...string) *workerHost {
 // joinHost runs `fleet join` for h and waits for the fleet to show it up.
 func (f *remoteFleet) joinHost(h *workerHost) {
 	f.t.Helper()
-	h.join = h.env.spawn("join", h.joinFile, "--work-dir", h.workDir)
+	h.join = h.env.Spawn("join", h.joinFile, "--work-dir", h.workDir)
 	f.waitHost(h, "up", func(hj hostJSON) bool { return hj.State == "up" })
 }
 
@@ -110,11 +111,11 @@ func (f *remoteFleet) waitHost(h *workerHost, what string, ok func(hostJSON) boo
 	f.t.Helper()
 	var last []hostJSON
 	if !testwait.Until(time.Minute, func() bool {
-		last = f.hosts()
+		last = listHosts(f.Env)
 		i := slices.IndexFunc(last, func(hj hostJSON) bool { return hj.Name == h.name })
 		return i >= 0 && ok(last[i])
 	}) {
-		f.t.Fatalf("%s not %s within a minute: %+v\nfleet:\n%s\njoin:\n%s", h.name, what, last, f.d.stderr, h.join.stderr)
+		f.t.Fatalf("%s not %s within a minute: %+v\nfleet:\n%s\njoin:\n%s", h.name, what, last, f.d.Stderr, h.join.Stderr)
 	}
 }
 
@@ -125,7 +126,7 @@ func (f *remoteFleet) prompt(text string) string {
 	if _, err := f.c.Prompt(text); err != nil {
 		f.t.Fatal(err)
 	}
-	return f.s.waitLong("the reply to "+text, isType(protocol.TypeReply)).(*protocol.Reply).Text
+	return f.s.WaitLong("the reply to "+text, e2etest.IsType(protocol.TypeReply)).(*protocol.Reply).Text
 }
 
 // branch is worker's branch in the user's repository.
@@ -134,7 +135,7 @@ func (f *remoteFleet) branch(worker string) string { return "fleet/" + f.session
 // hasFile reports whether the user's repository has path on worker's
 // branch.
 func (f *remoteFleet) hasFile(worker, path string) bool {
-	return exec.Command("git", "-C", f.cwd, "cat-file", "-e", f.branch(worker)+":"+path).Run() == nil
+	return exec.Command("git", "-C", f.Dir, "cat-file", "-e", f.branch(worker)+":"+path).Run() == nil
 }
 
 // outputLine is the text of m when it is a line worker printed on stdout.
@@ -198,7 +199,7 @@ func TestRemoteWorkerLikeALocalOne(t *testing.T) {
 			lines = append(lines, text)
 		}
 	}
-	f.s.waitLong("w1's first two lines", func(m protocol.Message) bool { see(m); return len(lines) == 2 })
+	f.s.WaitLong("w1's first two lines", func(m protocol.Message) bool { see(m); return len(lines) == 2 })
 
 	// While it waits at the gate, the host counts it.
 	f.waitHost(h1, "running w1", func(hj hostJSON) bool { return hj.Running == 1 })
@@ -206,9 +207,9 @@ func TestRemoteWorkerLikeALocalOne(t *testing.T) {
 		t.Fatalf("/workers: %s", r)
 	}
 	touch(t, gate)
-	f.s.waitLong("w1 completed", func(m protocol.Message) bool {
+	f.s.WaitLong("w1 completed", func(m protocol.Message) bool {
 		see(m)
-		return hubIs("w1", protocol.HubCompleted)(m)
+		return e2etest.HubIs("w1", protocol.HubCompleted)(m)
 	})
 	if !slices.Equal(lines, []string{"first", "second", "third"}) || !onH1 || !toolStart || !toolEnd {
 		t.Fatalf("a console saw lines %q, w1 on h1 %v, its tool call started %v and completed %v", lines, onH1, toolStart, toolEnd)
@@ -218,19 +219,19 @@ func TestRemoteWorkerLikeALocalOne(t *testing.T) {
 		t.Fatalf("file changes: %+v", changed)
 	}
 	// The host committed the turn's work and the fleet fetched it.
-	g := gitOf(f.s, "w1's git state", "w1", func(g *protocol.WorkerGit) bool { return g.FilesChanged > 0 && g.Mergeable != nil })
+	g := e2etest.GitOf(f.s, "w1's git state", "w1", func(g *protocol.WorkerGit) bool { return g.FilesChanged > 0 && g.Mergeable != nil })
 	if g.Branch != f.branch("w1") || g.Uncommitted != 0 || len(g.Files) != 1 || g.Files[0].Path != "hello.txt" || !*g.Mergeable {
 		t.Fatalf("w1's git state: %+v", g)
 	}
-	out, stderr, code := f.fleet("", "diff", "w1")
+	out, stderr, code := f.Fleet("", "diff", "w1")
 	if code != 0 || !strings.Contains(out, "+hello") {
 		t.Fatalf("fleet diff w1 (%d): %s%s", code, out, stderr)
 	}
-	out, stderr, code = f.fleet("", "merge", "w1")
+	out, stderr, code = f.Fleet("", "merge", "w1")
 	if code != 0 || !strings.Contains(out, "Merged w1") {
 		t.Fatalf("fleet merge w1 (%d): %s%s", code, out, stderr)
 	}
-	if got, _ := os.ReadFile(filepath.Join(f.cwd, "hello.txt")); string(got) != "hello\n" {
+	if got, _ := os.ReadFile(filepath.Join(f.Dir, "hello.txt")); string(got) != "hello\n" {
 		t.Fatalf("hello.txt in the repository: %q", got)
 	}
 
@@ -243,24 +244,24 @@ func TestRemoteWorkerLikeALocalOne(t *testing.T) {
 		t.Fatalf("/tasks: %s", r)
 	}
 	f.enrol("h2", "--labels", "gpu")
-	f.s.waitLong("w2 done on h2", func(m protocol.Message) bool {
+	f.s.WaitLong("w2 done on h2", func(m protocol.Message) bool {
 		fs, ok := m.(*protocol.FleetState)
 		return ok && slices.ContainsFunc(fs.Workers, func(w protocol.FleetWorkerSummary) bool {
 			return w.ID == "w2" && w.Host == "h2" && w.Status == "completed"
 		})
 	})
-	f.d.stop()
+	f.d.Stop()
 }
 
 // kill kills h's `fleet join` and the processes of its workers with
 // SIGKILL, as a machine that dies: nothing of the host says goodbye.
 func (f *remoteFleet) kill(h *workerHost) {
 	f.t.Helper()
-	if err := h.join.cmd.Process.Kill(); err != nil {
+	if err := h.join.Cmd.Process.Kill(); err != nil {
 		f.t.Fatal(err)
 	}
-	<-h.join.done
-	for _, pid := range markedProcesses(f.session) {
+	<-h.join.Done
+	for _, pid := range e2etest.MarkedProcesses(f.session) {
 		syscall.Kill(pid, syscall.SIGKILL)
 	}
 }
@@ -271,7 +272,7 @@ func (f *remoteFleet) kill(h *workerHost) {
 func (f *remoteFleet) waitLost(worker, task, host string, lease time.Duration, since time.Time) {
 	f.t.Helper()
 	bound := lease + 5*time.Second + 2*time.Second
-	fail := f.s.waitWithin(time.Until(since.Add(bound)), worker+" failing as lost", hubIs(worker, protocol.HubFailed)).(*protocol.HubEvent)
+	fail := f.s.WaitWithin(time.Until(since.Add(bound)), worker+" failing as lost", e2etest.HubIs(worker, protocol.HubFailed)).(*protocol.HubEvent)
 	f.t.Logf("%s failed %v after the fault: %s", worker, time.Since(since).Round(time.Millisecond), fail.Text)
 	if !strings.Contains(fail.Text, task) || !strings.Contains(fail.Text, "host "+host+" lost") {
 		f.t.Fatalf("%s failed with %q, not as lost with %s", worker, fail.Text, host)
@@ -288,14 +289,14 @@ func TestHostKilledMidTask(t *testing.T) {
 	f := startRemoteFleet(t, "r2", "10.234.0", map[string]any{"placement": "hosts-only", "leaseMs": lease.Milliseconds()})
 	h1 := f.enrol("h1")
 	f.prompt("/spawn --host h1 echo one > one.txt")
-	f.s.waitLong("turn 1 done", hubIs("w1", protocol.HubCompleted))
-	gitOf(f.s, "turn 1's work fetched", "w1", func(g *protocol.WorkerGit) bool { return g.FilesChanged == 1 })
+	f.s.WaitLong("turn 1 done", e2etest.HubIs("w1", protocol.HubCompleted))
+	e2etest.GitOf(f.s, "turn 1's work fetched", "w1", func(g *protocol.WorkerGit) bool { return g.FilesChanged == 1 })
 
 	gate := filepath.Join(t.TempDir(), "gate")
 	if r := f.prompt("/tell w1 cat one.txt; echo two > two.txt; echo turn-two; " + waitGate(gate) + "; echo turn-two-done"); r != "Sent to w1." {
 		t.Fatalf("/tell: %s", r)
 	}
-	f.s.waitLong("turn 2 running", transcriptIs("w1", "turn-two"))
+	f.s.WaitLong("turn 2 running", e2etest.TranscriptIs("w1", "turn-two"))
 	killed := time.Now()
 	f.kill(h1)
 	f.waitLost("w1", "t2", "h1", lease, killed)
@@ -314,14 +315,14 @@ func TestHostKilledMidTask(t *testing.T) {
 		t.Fatalf("/retry t2: %s", r)
 	}
 	var lines []string
-	f.s.waitLong("the retry done", func(m protocol.Message) bool {
+	f.s.WaitLong("the retry done", func(m protocol.Message) bool {
 		if text, ok := outputLine(m, "w1"); ok {
 			lines = append(lines, text)
 		}
-		if hubIs("w1", protocol.HubFailed)(m) {
+		if e2etest.HubIs("w1", protocol.HubFailed)(m) {
 			t.Fatalf("the retry failed: %s", m.(*protocol.HubEvent).Text)
 		}
-		return hubIs("w1", protocol.HubCompleted)(m)
+		return e2etest.HubIs("w1", protocol.HubCompleted)(m)
 	})
 	if !slices.Equal(lines, []string{"one", "turn-two", "turn-two-done"}) {
 		t.Fatalf("the retry printed %q", lines)
@@ -329,16 +330,16 @@ func TestHostKilledMidTask(t *testing.T) {
 	if r := f.prompt("/tasks"); !strings.Contains(r, "t3    done") {
 		t.Fatalf("/tasks: %s", r)
 	}
-	gitOf(f.s, "the retry's work fetched", "w1", func(g *protocol.WorkerGit) bool { return g.FilesChanged == 2 })
+	e2etest.GitOf(f.s, "the retry's work fetched", "w1", func(g *protocol.WorkerGit) bool { return g.FilesChanged == 2 })
 	if !f.hasFile("w1", "one.txt") || !f.hasFile("w1", "two.txt") {
 		t.Fatalf("%s after the retry: one.txt %v, two.txt %v", f.branch("w1"), f.hasFile("w1", "one.txt"), f.hasFile("w1", "two.txt"))
 	}
-	f.d.stop()
+	f.d.Stop()
 }
 
 // commandsOf are session's processes whose command line holds sub.
 func commandsOf(session, sub string) []int {
-	return slices.DeleteFunc(markedProcesses(session), func(pid int) bool {
+	return slices.DeleteFunc(e2etest.MarkedProcesses(session), func(pid int) bool {
 		b, _ := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pid), "cmdline"))
 		return !strings.Contains(string(b), sub)
 	})
@@ -374,11 +375,11 @@ func TestHostLinkCutShort(t *testing.T) {
 	deadline := time.After(5 * time.Minute)
 	for done := false; !done; {
 		select {
-		case fr, ok := <-f.s.frames:
+		case fr, ok := <-f.s.Frames:
 			if !ok {
 				t.Fatalf("the console was closed after line %d", next-1)
 			}
-			if text, ok := outputLine(fr.m, "w1"); ok {
+			if text, ok := outputLine(fr.Msg, "w1"); ok {
 				if text != strconv.Itoa(next) {
 					t.Fatalf("line %d: got %q", next, text)
 				}
@@ -389,10 +390,10 @@ func TestHostLinkCutShort(t *testing.T) {
 				}
 				next++
 			}
-			if hubIs("w1", protocol.HubFailed)(fr.m) {
-				t.Fatalf("w1 failed after line %d: %s", next-1, fr.m.(*protocol.HubEvent).Text)
+			if e2etest.HubIs("w1", protocol.HubFailed)(fr.Msg) {
+				t.Fatalf("w1 failed after line %d: %s", next-1, fr.Msg.(*protocol.HubEvent).Text)
 			}
-			done = hubIs("w1", protocol.HubCompleted)(fr.m)
+			done = e2etest.HubIs("w1", protocol.HubCompleted)(fr.Msg)
 		case <-heal:
 			// Nothing printed after the cut came through it.
 			if next != 50001 {
@@ -401,16 +402,16 @@ func TestHostLinkCutShort(t *testing.T) {
 			f.setLink(true)
 			heal, healed = nil, true
 		case <-deadline:
-			t.Fatalf("w1 not done within 5 minutes: %d lines\nfleet:\n%s", next-1, f.d.stderr)
+			t.Fatalf("w1 not done within 5 minutes: %d lines\nfleet:\n%s", next-1, f.d.Stderr)
 		}
 	}
 	if !healed || next != lines+1 {
 		t.Fatalf("w1 completed with %d lines, the link healed %v", next-1, healed)
 	}
-	f.d.stop()
+	f.d.Stop()
 
 	// The store has them too.
-	st, err := fleetd.OpenStore(f.home)
+	st, err := fleetd.OpenStore(f.Home)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -447,7 +448,7 @@ func TestHostLinkCutLong(t *testing.T) {
 	f := startRemoteFleet(t, "r4", "10.236.0", map[string]any{"placement": "hosts-only", "leaseMs": lease.Milliseconds()})
 	h1 := f.enrol("h1")
 	f.prompt("/spawn --host h1 i=0; while :; do i=$((i+1)); echo tick $i; sleep 1; done")
-	f.s.waitLong("w1 printing", transcriptIs("w1", "tick 3"))
+	f.s.WaitLong("w1 printing", e2etest.TranscriptIs("w1", "tick 3"))
 	// The task's shell. A child it is forking for `sleep` carries the same
 	// command line until it execs: wait for a look that finds the shell
 	// alone.
@@ -471,7 +472,7 @@ func TestHostLinkCutLong(t *testing.T) {
 	// of it is left, and what it printed meanwhile arrives, marked late.
 	var left []int
 	if !testwait.Until(time.Minute, func() bool { left = commandsOf(f.session, "echo tick"); return len(left) == 0 }) {
-		t.Fatalf("the lost worker's shell %v is still there after the heal\njoin:\n%s", left, h1.join.stderr)
+		t.Fatalf("the lost worker's shell %v is still there after the heal\njoin:\n%s", left, h1.join.Stderr)
 	}
 	system := func(sub string) func(protocol.Message) bool {
 		return func(m protocol.Message) bool {
@@ -482,7 +483,7 @@ func TestHostLinkCutLong(t *testing.T) {
 	// What the host kept while cut off may come before the fleet sees it
 	// back and tells it to stop, or after: in either order, then the end.
 	var back, late bool
-	f.s.waitLong("the late end, after the note and late output", func(m protocol.Message) bool {
+	f.s.WaitLong("the late end, after the note and late output", func(m protocol.Message) bool {
 		if line, ok := outputLine(m, "w1"); ok && strings.HasPrefix(line, "late from host h1: tick ") {
 			late = true
 		}
@@ -496,13 +497,13 @@ func TestHostLinkCutLong(t *testing.T) {
 	if r := f.prompt("/retry t1"); r != "t2 retries t1 on w1, from "+f.branch("w1")+"." {
 		t.Fatalf("/retry t1: %s", r)
 	}
-	f.s.waitLong("the retry printing", transcriptIs("w1", "tick 1"))
+	f.s.WaitLong("the retry printing", e2etest.TranscriptIs("w1", "tick 1"))
 	f.prompt("/cancel w1")
-	f.s.waitLong("the retry cancelled", hubWith("w1", protocol.HubFailed, "cancelled"))
-	if !testwait.Until(time.Minute, func() bool { left = markedProcesses(f.session); return len(left) == 0 }) {
-		t.Fatalf("processes %v left on the host after /cancel\njoin:\n%s", left, h1.join.stderr)
+	f.s.WaitLong("the retry cancelled", hubWith("w1", protocol.HubFailed, "cancelled"))
+	if !testwait.Until(time.Minute, func() bool { left = e2etest.MarkedProcesses(f.session); return len(left) == 0 }) {
+		t.Fatalf("processes %v left on the host after /cancel\njoin:\n%s", left, h1.join.Stderr)
 	}
-	f.d.stop()
+	f.d.Stop()
 }
 
 // The fleet killed with SIGKILL while a worker runs on a host, and started
@@ -515,30 +516,30 @@ func TestFleetKilledHostWorkerAdopted(t *testing.T) {
 	f.enrol("h1")
 	gate := filepath.Join(t.TempDir(), "gate")
 	f.prompt(`/spawn --host h1 i=0; while [ ! -e ` + gate + ` ]; do i=$((i+1)); echo "$i"; sleep 0.02; done; echo after > after.txt; echo "$((i+1))"`)
-	f.s.waitLong("w1 printing", transcriptIs("w1", "20"))
-	f.d.cmd.Process.Kill()
-	<-f.d.done
+	f.s.WaitLong("w1 printing", e2etest.TranscriptIs("w1", "20"))
+	f.d.Cmd.Process.Kill()
+	<-f.d.Done
 	// The worker goes on while the fleet is down, then ends its turn.
 	time.Sleep(time.Second) // how long the fleet stays down: not a wait for a condition
 	touch(t, gate)
 
-	d2 := f.env.start("--control-socket", "--hosts-listen", "10.237.0.1:7422", "--resume", f.session)
+	d2 := f.Env.Start("--control-socket", "--hosts-listen", "10.237.0.1:7422", "--resume", f.session)
 	f.d = d2
-	c2 := d2.dial(protocol.ClientREPL, "op2")
-	s2 := watch(t, c2)
-	s2.waitFor("replayEnd", isType(protocol.TypeReplayEnd))
+	c2 := d2.Dial(protocol.ClientREPL, "op2")
+	s2 := e2etest.Watch(t, c2)
+	s2.WaitFor("replayEnd", e2etest.IsType(protocol.TypeReplayEnd))
 	t.Cleanup(func() {
 		if t.Failed() {
-			t.Logf("the fleet started again:\n%s", d2.stderr)
+			t.Logf("the fleet started again:\n%s", d2.Stderr)
 		}
 	})
-	s2.waitLong("w1 adopted, then done", hubWith("w1", protocol.HubCompleted, ""))
+	s2.WaitLong("w1 adopted, then done", hubWith("w1", protocol.HubCompleted, ""))
 	if !f.hasFile("w1", "after.txt") {
 		t.Fatalf("after.txt is not on %s", f.branch("w1"))
 	}
-	d2.stop()
+	d2.Stop()
 
-	st, err := fleetd.OpenStore(f.home)
+	st, err := fleetd.OpenStore(f.Home)
 	if err != nil {
 		t.Fatal(err)
 	}
