@@ -113,8 +113,11 @@ func TestClaudeCoordinatorSpawnsWorkersAndRelaysPermissions(t *testing.T) {
 			var bashDone *protocol.ToolCall
 			sawText := false
 			settled := map[string]string{}
+			// One bound for all of it: the fleet sends frames all along, so
+			// a bound per frame would never end a test that went wrong.
+			deadline := time.Now().Add(3 * time.Minute)
 			for len(resolved) < 2 || bashDone == nil || !sawText || len(settled) < 2 {
-				m := watcher.WaitLong("the workers to settle", func(protocol.Message) bool { return true })
+				m := watcher.WaitWithin(time.Until(deadline), "the workers to settle (3 minutes in all)", func(protocol.Message) bool { return true })
 				switch m := m.(type) {
 				case *protocol.ConfirmResolved:
 					resolved[m.ID] = true
@@ -695,8 +698,9 @@ func coordinatorAllowsOneDeniesOther(t *testing.T, name, spawnTool string, comma
 	answered := 0
 	settled := map[string]string{}
 	changes := map[string]protocol.FileChangeEntry{}
+	deadline := time.Now().Add(3 * time.Minute) // in all: frames come all along
 	for answered < 2 || len(settled) < 2 {
-		m := watcher.WaitLong("approvals and settlements", func(protocol.Message) bool { return true })
+		m := watcher.WaitWithin(time.Until(deadline), "approvals and settlements (3 minutes in all)", func(protocol.Message) bool { return true })
 		switch m := m.(type) {
 		case *protocol.AskRequest, *protocol.ConfirmRequest:
 			var id, question string
