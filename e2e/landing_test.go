@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -80,14 +81,29 @@ func TestLandingWorkersWork(t *testing.T) {
 	s := e2etest.Watch(t, c)
 	s.WaitFor("replayEnd", e2etest.IsType(protocol.TypeReplayEnd))
 	c.Prompt("$ echo one > one.txt\n$ printf 'hello from w2\\n' > README\n$ echo three > three.txt; echo extra > extra.txt\n$ echo four > four.txt\n$ echo five > five.txt\n$ echo six > six.txt")
-	for _, w := range []string{"w1", "w2", "w3", "w4", "w5", "w6"} {
-		// The local provider does not commit on settle by default: the
-		// work shows as uncommitted, and it merges cleanly.
-		g := e2etest.GitOf(s, w+"'s git state", w, func(g *protocol.WorkerGit) bool {
-			return g.FilesChanged > 0 && g.Mergeable != nil
-		})
-		if g.Branch != "fleet/"+session+"/"+w || g.BaseBranch != "main" || g.Uncommitted == 0 || !*g.Mergeable || g.Merged {
-			t.Fatalf("%s: %+v", w, g)
+	// One snapshot with all six settled (so their worktrees are released)
+	// and their git states read. The local provider does not commit on
+	// settle by default: the work shows as uncommitted, and it merges
+	// cleanly.
+	workers := []string{"w1", "w2", "w3", "w4", "w5", "w6"}
+	fs := s.WaitLong("all six settled with their git states", func(m protocol.Message) bool {
+		fs, ok := m.(*protocol.FleetState)
+		if !ok {
+			return false
+		}
+		ready := 0
+		for _, w := range fs.Workers {
+			if slices.Contains(workers, w.ID) && w.Status == protocol.WorkerCompleted &&
+				w.Git != nil && w.Git.FilesChanged > 0 && w.Git.Mergeable != nil {
+				ready++
+			}
+		}
+		return ready == len(workers)
+	}).(*protocol.FleetState)
+	for _, w := range fs.Workers {
+		g := w.Git
+		if g.Branch != "fleet/"+session+"/"+w.ID || g.BaseBranch != "main" || g.Uncommitted == 0 || !*g.Mergeable || g.Merged {
+			t.Fatalf("%s: %+v", w.ID, g)
 		}
 	}
 

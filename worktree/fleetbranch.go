@@ -36,26 +36,46 @@ const runningMark = "agents-fleet: running worker "
 // worker: `git worktree lock` with a reason naming the worker and this
 // process, so git itself refuses to remove or prune it and fleet commands
 // in other processes can tell. A mark already there is replaced.
+//
+// git's worktree commands fail now and then while another worktree of the
+// repository is being added (they read its half-written directory), so
+// both marking and releasing retry that.
 func MarkRunning(ctx context.Context, path, worker string) error {
 	reason := fmt.Sprintf("%s%s (pid %d)", runningMark, worker, os.Getpid())
-	_, _ = runGit(ctx, path, "worktree", "unlock", path) // a mark of a previous run
-	if _, err := runGit(ctx, path, "worktree", "lock", "--reason", reason, path); err != nil {
+	err := retryLocked(ctx, gitAttempts, func() error {
+		if _, locked, err := lockReason(ctx, path); err != nil {
+			return err
+		} else if locked { // a mark of a previous run
+			if _, err := runGit(ctx, path, "worktree", "unlock", path); err != nil {
+				return err
+			}
+		}
+		_, err := runGit(ctx, path, "worktree", "lock", "--reason", reason, path)
+		return err
+	})
+	if err != nil {
 		return fmt.Errorf("mark worktree %s in use: %w", path, err)
 	}
 	return nil
 }
 
 // UnmarkRunning drops MarkRunning's mark. A worktree without a mark, or
-// without its directory, is not an error.
+// without its directory, is not an error. A mark left in place would make
+// every landing command refuse the worker as still running for as long as
+// this process lives, so a transient failure is retried.
 func UnmarkRunning(ctx context.Context, path string) error {
 	if !isDir(path) {
 		return nil
 	}
-	reason, locked, err := lockReason(ctx, path)
-	if err != nil || !locked || !strings.HasPrefix(reason, runningMark) {
-		return err // somebody else's lock stays
-	}
-	if _, err := runGit(ctx, path, "worktree", "unlock", path); err != nil {
+	err := retryLocked(ctx, gitAttempts, func() error {
+		reason, locked, err := lockReason(ctx, path)
+		if err != nil || !locked || !strings.HasPrefix(reason, runningMark) {
+			return err // somebody else's lock stays
+		}
+		_, err = runGit(ctx, path, "worktree", "unlock", path)
+		return err
+	})
+	if err != nil {
 		return fmt.Errorf("release worktree %s: %w", path, err)
 	}
 	return nil

@@ -2,9 +2,11 @@ package worktree
 
 import (
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 )
 
@@ -48,6 +50,85 @@ func TestRunningMarkProtectsTheWorktree(t *testing.T) {
 	}
 	if err := m.Remove(t.Context(), "w1", RemoveOptions{}); err != nil {
 		t.Fatalf("Remove after the mark was released: %v", err)
+	}
+}
+
+// Marks are set and released while other workers' worktrees are being
+// added, as when a fleet starts several workers and the quick ones settle
+// at once. git's worktree commands read the half-written directories of
+// the ones being added and fail; a release lost that way left a settled
+// worker refused by every landing command as still running.
+func TestRunningMarksWhileWorktreesAreAdded(t *testing.T) {
+	repo, m, first := newWorker(t, map[string]string{"a.txt": "a\n"})
+	marked := []string{first.Path}
+	for i := 2; i <= 4; i++ {
+		wt, err := m.Create(t.Context(), fmt.Sprintf("w%d", i))
+		if err != nil {
+			t.Fatal(err)
+		}
+		marked = append(marked, wt.Path)
+	}
+	const adders, each = 4, 4
+	var adding, marking sync.WaitGroup
+	done := make(chan struct{})
+	addErrs := make([]error, adders)
+	for a := range adders {
+		adding.Add(1)
+		go func() {
+			defer adding.Done()
+			for i := range each {
+				if _, err := m.Create(t.Context(), fmt.Sprintf("n%d-%d", a, i)); err != nil {
+					addErrs[a] = err
+					return
+				}
+			}
+		}()
+	}
+	markErrs := make([]error, len(marked))
+	rounds := make([]int, len(marked))
+	for i, path := range marked {
+		marking.Add(1)
+		go func() {
+			defer marking.Done()
+			for {
+				if err := MarkRunning(t.Context(), path, "w"); err != nil {
+					markErrs[i] = err
+					return
+				}
+				if err := UnmarkRunning(t.Context(), path); err != nil {
+					markErrs[i] = err
+					return
+				}
+				rounds[i]++
+				select {
+				case <-done:
+					return
+				default:
+				}
+			}
+		}()
+	}
+	adding.Wait()
+	close(done)
+	marking.Wait()
+	for _, err := range addErrs {
+		if err != nil {
+			t.Errorf("add a worktree: %v", err)
+		}
+	}
+	for i, err := range markErrs {
+		if err != nil {
+			t.Errorf("%s after %d rounds: %v", marked[i], rounds[i], err)
+		}
+	}
+	_, list, err := FleetBranches(t.Context(), repo)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, b := range list {
+		if b.Running != "" {
+			t.Errorf("%s still marked running: %s", b.Worker, b.Running)
+		}
 	}
 }
 

@@ -450,7 +450,10 @@ func removeWorktree(ctx context.Context, repo, path, branch, base string, o Remo
 			return false, fmt.Errorf("%w: %s (%s)", ErrRunning, path, reason)
 		case err == nil && locked && strings.HasPrefix(reason, runningMark):
 			// Left by a fleet process that died: it protects nothing.
-			if _, err := runGit(ctx, repo, "worktree", "unlock", path); err != nil {
+			if err := retryLocked(ctx, gitAttempts, func() error {
+				_, err := runGit(ctx, repo, "worktree", "unlock", path)
+				return err
+			}); err != nil {
 				return false, err
 			}
 			e.locked = false
