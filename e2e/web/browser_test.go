@@ -238,6 +238,42 @@ func (e *env) click(t *testing.T, xpath string) {
 	}
 }
 
+// clickUntil clicks xpath until the page's js (a boolean expression)
+// holds. A click is a pointer event at where the element was found: when a
+// request card leaves the page just before (answered), the tables below
+// move up under the pointer, and on a loaded machine the click lands
+// beside its row. Clicking again is harmless for what this is used for.
+func (e *env) clickUntil(t *testing.T, what, xpath, js string) {
+	t.Helper()
+	deadline := time.Now().Add(bound)
+	for {
+		e.click(t, xpath)
+		for settle := time.Now().Add(2 * time.Second); time.Now().Before(settle); {
+			if eval[bool](t, e.ctx, js) {
+				return
+			}
+			time.Sleep(50 * time.Millisecond) // polling the page, a condition
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: not within %v", what, bound)
+		}
+	}
+}
+
+// selectWorker opens worker id's transcript by clicking its row.
+func (e *env) selectWorker(t *testing.T, id string) {
+	t.Helper()
+	e.clickUntil(t, id+"'s transcript opened", fmt.Sprintf(`//tr[@data-id=%q]`, id),
+		fmt.Sprintf(`!document.getElementById("transcript-pane").hidden && document.getElementById("transcript-of").textContent === %q`, id))
+}
+
+// openDiff opens worker id's diff with the diff button of its row.
+func (e *env) openDiff(t *testing.T, id string) {
+	t.Helper()
+	e.clickUntil(t, id+"'s diff opened", fmt.Sprintf(`//tr[@data-id=%q]//button[text()="diff"]`, id),
+		fmt.Sprintf(`!document.getElementById("diff-pane").hidden && document.getElementById("diff-of").textContent === %q`, id))
+}
+
 // eval evaluates js in the page.
 func eval[T any](t *testing.T, ctx context.Context, js string) T {
 	t.Helper()
@@ -336,7 +372,7 @@ func TestBrowserConsole(t *testing.T) {
 
 	// The worker's transcript: its output, and its tool call with the
 	// input and the result, folded.
-	e.click(t, `//tr[@data-id="w1"]`)
+	e.selectWorker(t, "w1")
 	waitText(ctx, t, "#transcript", "from-the-browser")
 	waitText(ctx, t, "#transcript details.tool summary", "shell")
 	waitText(ctx, t, "#transcript details.tool", `"command": "echo from-the-browser"`)
@@ -392,7 +428,7 @@ func TestBrowserConsole(t *testing.T) {
 	e.click(t, `//div[@id="req-list"]//button[text()="staging"]`)
 	waitResolved(t, resolved, "the ask answered from the page")
 	waitText(ctx, t, "#req-gone", "answered here")
-	e.click(t, `//tr[@data-id="w2"]`)
+	e.selectWorker(t, "w2")
 	waitText(ctx, t, "#transcript", "deploying to staging")
 	screenshot(ctx, t, "transcript.png", "#transcript-pane")
 
@@ -401,7 +437,7 @@ func TestBrowserConsole(t *testing.T) {
 	waitText(ctx, t, "#req-list", "Deploy build 7 to production, then tag it?")
 	e.click(t, `//div[@id="req-list"]//button[text()="Approve"]`)
 	waitResolved(t, resolved, "the confirm approved from the page")
-	e.click(t, `//tr[@data-id="w3"]`)
+	e.selectWorker(t, "w3")
 	waitText(ctx, t, "#transcript", "the answer was yes")
 
 	// A confirm answered from the TUI leaves the page, saying so.
@@ -452,7 +488,7 @@ func TestBrowserConsole(t *testing.T) {
 		owner = eval[string](t, ctx, `[...document.querySelectorAll("#tasks tbody tr")].filter((r) => r.cells[3].textContent.includes("<script>")).map((r) => r.cells[2].textContent).join()`)
 		return owner != ""
 	})
-	e.click(t, `//tr[@data-id="`+owner+`"]`)
+	e.selectWorker(t, owner)
 	waitText(ctx, t, "#transcript", `<script>window.__pwned=2</script>`)
 	noHostile(t, ctx)
 
@@ -621,7 +657,7 @@ func TestBrowserDiffMergeApplyCancel(t *testing.T) {
 	waitText(ctx, t, `#workers tr[data-id="w2"] td.git`, "2 files")
 	screenshot(ctx, t, "workers.png", "#workers-pane")
 
-	e.click(t, `//tr[@data-id="w1"]//button[text()="diff"]`)
+	e.openDiff(t, "w1")
 	waitText(ctx, t, "#diff", "one.txt  +1 −0")
 	if added := eval[int](t, ctx, `[...document.querySelectorAll("#diff pre.add")].filter((p) => p.textContent === "+one").length`); added != 1 {
 		t.Fatalf("%d added lines marked +one; want 1", added)
@@ -637,7 +673,7 @@ func TestBrowserDiffMergeApplyCancel(t *testing.T) {
 	}
 
 	// Apply w2: its files in the work tree, uncommitted and unstaged.
-	e.click(t, `//tr[@data-id="w2"]//button[text()="diff"]`)
+	e.openDiff(t, "w2")
 	waitText(ctx, t, "#diff", "<img src=x onerror=window.__pwned=3>.txt")
 	noHostile(t, ctx)
 	e.click(t, `//button[@id="diff-apply"]`)
@@ -652,7 +688,7 @@ func TestBrowserDiffMergeApplyCancel(t *testing.T) {
 	}
 
 	// Cancel w3, which would sleep for ten minutes.
-	e.click(t, `//tr[@data-id="w3"]//button[text()="diff"]`)
+	e.openDiff(t, "w3")
 	e.click(t, `//button[@id="diff-cancel"]`)
 	waitText(ctx, t, "#diff-question", "Stop w3's task?")
 	e.click(t, `//button[@id="diff-yes"]`)
@@ -700,7 +736,7 @@ func TestBrowserClaudeNativeFleet(t *testing.T) {
 	e.prompt(t, "/spawn worker-b: create bye.txt saying bye")
 	waitText(ctx, t, "#req-list", "echo bye > bye.txt")
 	e.click(t, `//div[@id="req-list"]//button[text()="Allow once"]`)
-	e.click(t, `//tr[@data-id="w1"]`)
+	e.selectWorker(t, "w1")
 	waitText(ctx, t, "#transcript", "Finished with bye.txt.")
 	waitText(ctx, t, "#transcript details.tool summary", "Bash")
 	waitText(ctx, t, "#transcript details.tool", `"command": "echo bye > bye.txt"`)
@@ -726,7 +762,7 @@ func TestBrowserClaudeNativeFleet(t *testing.T) {
 	waitText(ctx, t, "#native-question", "at revision")
 	e.click(t, `//button[@id="native-yes"]`)
 	waitText(ctx, t, "#native-last", "receipt: approve")
-	e.click(t, `//tr[@data-id="w2"]`)
+	e.selectWorker(t, "w2")
 	waitText(ctx, t, "#transcript", "push attempted")
 	waitText(ctx, t, "#native", "approve")
 

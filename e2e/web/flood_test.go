@@ -34,7 +34,7 @@ func TestBrowserFlood(t *testing.T) {
 	fcp := eval[float64](t, ctx, `(performance.getEntriesByName("first-contentful-paint")[0] || {}).startTime || 0`)
 	nav := eval[float64](t, ctx, `(performance.getEntriesByType("navigation")[0] || {}).responseEnd || 0`)
 	t.Logf("first paint, 1,000 history lines: first contentful paint %.0f ms, replay drawn %.0f ms after navigation start (the document's response ended at %.0f ms)", fcp, ready, nav)
-	e.click(t, `//tr[@data-id="w1"]`)
+	e.selectWorker(t, "w1")
 	waitText(ctx, t, "#transcript", "1000")
 
 	eval[bool](t, ctx, `(() => {
@@ -50,7 +50,7 @@ func TestBrowserFlood(t *testing.T) {
 	testwait(t, "the flood's worker", func() bool {
 		return eval[int](t, ctx, `document.querySelectorAll('#workers tr[data-id="w2"]').length`) == 1
 	})
-	e.click(t, `//tr[@data-id="w2"]`)
+	e.selectWorker(t, "w2")
 	deadline := time.Now().Add(3 * bound)
 	for !strings.Contains(eval[string](t, ctx, `document.getElementById("transcript").lastElementChild ? document.getElementById("transcript").lastElementChild.textContent : ""`), "flood-over") {
 		if time.Now().After(deadline) {
