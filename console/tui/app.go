@@ -57,6 +57,7 @@ var errStopped = errors.New("the fleet stopped; waiting for it to start again")
 
 // Run runs the console until the operator quits or ctx ends.
 func Run(ctx context.Context, cfg Config) error {
+	at := time.Now()
 	entries, err := registry.Live(cfg.RegistryDir)
 	if err != nil {
 		return err
@@ -74,7 +75,7 @@ func Run(ctx context.Context, cfg Config) error {
 	case len(entries) == 0:
 		return fmt.Errorf("%w (no live fleet in %s; start one with fleet run --control-socket)", registry.ErrNoFleet, cfg.RegistryDir)
 	}
-	a.listed(entries)
+	a.listed(entries, at)
 	if a.want != "" {
 		a.model.Select(a.want)
 	} else {
@@ -113,7 +114,8 @@ type app struct {
 	mu       sync.Mutex
 	want     string              // the fleet the operator wants attached
 	wantDesc registry.Descriptor // its descriptor as last listed; zero until it was
-	lastSeen time.Time           // when it was last listed live
+	lastSeen time.Time           // when the last listing that had it live was read
+	listedAt time.Time           // when the listing in live was read
 	live     []registry.Entry    // the last listing of the live fleets
 	retryNow bool                // the operator picked a fleet: dial it now, back-off or not
 	refs     []FleetRef          // the live fleets last handed to the model
@@ -151,37 +153,51 @@ type buffered struct {
 	replay bool
 }
 
-// setFleets hands the model the live fleets, when they changed.
-func (a *app) setFleets(entries []registry.Entry) {
+// setFleetsLocked hands the model the live fleets, when they changed.
+// a.mu must be held.
+func (a *app) setFleetsLocked(entries []registry.Entry) {
 	refs := make([]FleetRef, 0, len(entries))
 	for _, e := range entries {
 		refs = append(refs, FleetRef{ID: e.ID, Name: e.Name, Cwd: e.Cwd})
 	}
-	a.mu.Lock()
-	same := slices.Equal(refs, a.refs)
+	if slices.Equal(refs, a.refs) {
+		return
+	}
 	a.refs = refs
-	a.mu.Unlock()
-	if !same {
-		a.event(func(m *Model) { m.SetFleets(refs) })
+	a.events = append(a.events, func(m *Model) { m.SetFleets(refs) })
+}
+
+// list reads the live fleets and hands them to listed, stamped with the
+// time the read began.
+func (a *app) list() {
+	at := time.Now()
+	if entries, err := registry.Live(a.cfg.RegistryDir); err == nil {
+		a.listed(entries, at)
 	}
 }
 
-// listed takes a fresh listing of the live fleets (from the watcher or the
-// connector). The picker gets it; and when the wanted fleet has left the
-// registry and its successor is listed (the fleet restarted), the
-// successor becomes the wanted fleet at once, whatever back-off the old
-// one had reached.
-func (a *app) listed(entries []registry.Entry) {
-	a.setFleets(entries)
+// listed takes a listing of the live fleets read from at (from the watcher
+// or the connector). A listing read before the one already taken is
+// dropped: the watcher and the connector list concurrently, and a late
+// stale listing would bring a stopped fleet back and, stamped late, make
+// its successor look older than it (then never followed). The picker gets
+// the listing; and when the wanted fleet has left the registry and its
+// successor is listed (the fleet restarted), the successor becomes the
+// wanted fleet at once, whatever back-off the old one had reached.
+func (a *app) listed(entries []registry.Entry, at time.Time) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	a.live = entries
+	if at.Before(a.listedAt) {
+		return
+	}
+	a.listedAt, a.live = at, entries
+	a.setFleetsLocked(entries)
 	if a.want == "" {
 		return
 	}
 	for _, e := range entries {
 		if e.ID == a.want {
-			a.wantDesc, a.lastSeen = e.Descriptor, time.Now()
+			a.wantDesc, a.lastSeen = e.Descriptor, at
 			return
 		}
 	}
@@ -211,7 +227,7 @@ func (a *app) setWantLocked(id string) {
 	a.want, a.wantDesc = id, registry.Descriptor{}
 	for _, e := range a.live {
 		if e.ID == id {
-			a.wantDesc, a.lastSeen = e.Descriptor, time.Now()
+			a.wantDesc, a.lastSeen = e.Descriptor, a.listedAt
 		}
 	}
 	if a.conn != nil {
@@ -296,9 +312,7 @@ func (a *app) connector(ctx context.Context) {
 	var retryAt time.Time // when failed may be dialled again
 	shown := ""           // the fleet last shown as stopped
 	for ctx.Err() == nil {
-		if entries, err := registry.Live(a.cfg.RegistryDir); err == nil {
-			a.listed(entries)
-		}
+		a.list()
 		a.mu.Lock()
 		want, live, now := a.want, a.live, a.retryNow
 		a.retryNow = false

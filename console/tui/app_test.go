@@ -4,6 +4,7 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -105,13 +106,9 @@ func startFleet(t *testing.T, home, name, cwd, sid string) *testFleet {
 // model (through drain).
 func runApp(t *testing.T, regDir, want string) *app {
 	t.Helper()
-	entries, err := registry.Live(regDir)
-	if err != nil {
-		t.Fatal(err)
-	}
 	a := newApp(Config{RegistryDir: regDir, NoColor: true})
 	a.want = want
-	a.listed(entries)
+	a.list()
 	a.model.Select(want)
 	ctx, cancel := context.WithCancel(context.Background())
 	wait := a.start(ctx)
@@ -212,4 +209,38 @@ func TestConsoleFollowsByFolder(t *testing.T) {
 	})
 	next := startFleet(t, home, "older-session", link, "s-resumed")
 	waitModel(t, a, "the fleet started in the folder attached", attachedTo(next, "s-resumed"))
+}
+
+// TestStaleListingIsDropped: the watcher and the connector list the
+// registry concurrently, so a listing read before the fleet stopped can
+// arrive after one read since. It must neither bring the stopped fleet
+// back nor hide the fleet started in its folder afterwards (under another
+// name, so only its start time makes it the successor).
+func TestStaleListingIsDropped(t *testing.T) {
+	dir := t.TempDir()
+	entry := func(id, name string, started time.Time) registry.Entry {
+		return registry.Entry{Alive: true, Descriptor: registry.Descriptor{ID: id, Name: name, Cwd: dir, StartedAt: started.UnixMilli()}}
+	}
+	t0 := time.Now()
+	old := entry("old", "repo3", t0)
+	a := newApp(Config{NoColor: true})
+	a.want = old.ID
+	a.listed([]registry.Entry{old}, t0)
+	a.listed(nil, t0.Add(2*time.Second)) // the fleet stopped
+	next := entry("next", "other-name", t0.Add(3*time.Second))
+
+	a.listed([]registry.Entry{old}, t0.Add(time.Second)) // read before it stopped, handed over late
+	a.mu.Lock()
+	stale := slices.ContainsFunc(a.live, func(e registry.Entry) bool { return e.ID == old.ID })
+	a.mu.Unlock()
+	if stale {
+		t.Fatal("a listing read before the fleet stopped brought it back")
+	}
+	a.listed([]registry.Entry{next}, t0.Add(4*time.Second))
+	a.mu.Lock()
+	want := a.want
+	a.mu.Unlock()
+	if want != next.ID {
+		t.Fatalf("the console wants %q after the fleet restarted in its folder, want %q", want, next.ID)
+	}
 }

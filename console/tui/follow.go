@@ -20,9 +20,7 @@ const rescanEvery = time.Second
 // the registry directory may have changed (registry.Watch), until ctx ends.
 func (a *app) watcher(ctx context.Context) {
 	registry.Watch(ctx, a.cfg.RegistryDir, rescanEvery, nil, func() bool {
-		if entries, err := registry.Live(a.cfg.RegistryDir); err == nil {
-			a.listed(entries)
-		}
+		a.list()
 		return true
 	})
 }
