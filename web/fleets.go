@@ -127,8 +127,11 @@ func (f *follower) run(ctx context.Context) {
 }
 
 // current returns the fleet to attach: the one followed if it is live, or
-// its successor; false when neither is.
+// its successor; false when neither is. A fleet listed is stamped seen at
+// the time the read began: a successor started while the registry was
+// read must not look older than the fleet it follows.
 func (f *follower) current() (registry.Descriptor, bool) {
+	at := time.Now()
 	entries, err := registry.Live(f.fs.regDir)
 	if err != nil {
 		return registry.Descriptor{}, false
@@ -136,11 +139,11 @@ func (f *follower) current() (registry.Descriptor, bool) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if i := slices.IndexFunc(entries, func(e registry.Entry) bool { return e.ID == f.want.ID }); i >= 0 {
-		f.lastSeen = time.Now()
+		f.lastSeen = at
 		return entries[i].Descriptor, true
 	}
 	if next, ok := registry.Successor(f.want, f.lastSeen, entries); ok {
-		f.want, f.lastSeen = next.Descriptor, time.Now()
+		f.want, f.lastSeen = next.Descriptor, at
 		return next.Descriptor, true
 	}
 	return registry.Descriptor{}, false
