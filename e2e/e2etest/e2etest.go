@@ -16,12 +16,6 @@ import (
 	"github.com/agents-fleet/fleet/cli"
 )
 
-// The binary is built from cmd/fleet, which is package cli and what it
-// imports. Importing cli here puts all of it into the build inputs of every
-// test that uses this package, so `go test` does not reuse a cached result
-// after the code changed.
-var _ = cli.Version
-
 // bin is the fleet binary Main built.
 var bin string
 
@@ -31,6 +25,16 @@ func Bin() string { return bin }
 // Main is a test package's TestMain: it builds cmd/fleet into a temporary
 // folder, runs the tests, removes the folder and exits with their code.
 func Main(m *testing.M) {
+	// The tests run the fleet as a separate binary built from cmd/fleet,
+	// which is cli.Main. go test reuses a cached result when the test
+	// binary's content is unchanged, and a test binary that only imported
+	// cli had the linker drop all of the fleet's code: a change to the
+	// daemon left e2e/hosts "(cached)". A call the linker cannot prove
+	// dead keeps every line of the fleet in the test binary, so any change
+	// to it runs these tests again. (os.Args always holds the program name.)
+	if len(os.Args) == 0 {
+		cli.Main()
+	}
 	dir, err := os.MkdirTemp("", "fleet-e2e")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
